@@ -1,0 +1,13 @@
+"""asynccopy: asynchronous global → shared data movement on NVIDIA GPUs, usable and measured from Python."""
+
+from .build import compile, disassemble
+from .device import DeviceFacts, current as device
+from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
+from .stream import MECHANISMS, Mechanism, StreamConfig, mechanisms, reference, run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "MECHANISMS", "Mechanism",
+    "StreamConfig", "compile", "device", "disassemble", "mechanisms", "reference", "run",
+]

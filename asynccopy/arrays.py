@@ -1,0 +1,148 @@
+"""Arrays in and out: any CUDA array speaking DLPack or ``__cuda_array_interface__``.
+
+Inputs are viewed through ``cuda.core.utils.StridedMemoryView`` and checked (device, dtype,
+contiguity, alignment) with an error that names the problem. Outputs are made as the same kind of
+array as the input: CuPy and PyTorch through their own allocators, anything else (JAX, ...) as a
+cuda.core buffer handed over by DLPack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ArgumentError
+
+
+@dataclass
+class DeviceArray:
+    """A checked view of a caller's array: where it is, how long, and the object itself."""
+
+    obj: object
+    ptr: int
+    size: int  # elements
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device_id: int
+
+
+def _kind(obj: object) -> str:
+    module = type(obj).__module__.split(".")[0]
+    return module if module in ("cupy", "torch", "jax", "jaxlib", "numpy") else "other"
+
+
+def resolve_stream(stream: object, like: object | None = None):
+    """A cuda.core Stream from ``stream``: a cuda.core Stream, an object with ``__cuda_stream__``
+    (CuPy, PyTorch, ...), or a raw ``cudaStream_t`` as int. ``None``: the current stream of the
+    input's framework (CuPy, PyTorch), else the device's default stream."""
+    from cuda.core import Device, Stream
+
+    dev = Device()
+    dev.set_current()
+    if stream is None and like is not None:
+        kind = _kind(like)
+        if kind == "torch":
+            import torch
+
+            stream = torch.cuda.current_stream(like.device).cuda_stream
+        elif kind == "cupy":
+            import cupy
+
+            stream = cupy.cuda.get_current_stream().ptr
+    if stream is None:
+        return dev.default_stream
+    if isinstance(stream, Stream):
+        return stream
+    if isinstance(stream, int):
+        return Stream.from_handle(stream)
+    if hasattr(stream, "__cuda_stream__"):
+        return dev.create_stream(stream)
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream without the protocol
+        if isinstance(getattr(stream, attr, None), int):
+            return Stream.from_handle(getattr(stream, attr))
+    raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, got {type(stream).__name__}")
+
+
+def view(obj: object, name: str, *, stream, dtype=np.float32, align: int = 16, writable: bool = False) -> DeviceArray:
+    """Check that ``obj`` is a contiguous, ``align``-byte aligned CUDA array of ``dtype``."""
+    from cuda.core.utils import StridedMemoryView
+
+    if isinstance(obj, np.ndarray):
+        raise ArgumentError(f"{name} is a host (NumPy) array; pass a CUDA array (CuPy, PyTorch, JAX, ...)")
+    if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
+        raise ArgumentError(
+            f"{name} must be a CUDA array speaking DLPack or __cuda_array_interface__, got {type(obj).__name__}"
+        )
+    handle = int(stream.handle)
+    try:
+        smv = StridedMemoryView(obj, stream_ptr=handle)
+    except Exception as exc:
+        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
+    if not smv.is_device_accessible or smv.device_id < 0:
+        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
+    want = np.dtype(dtype)
+    if smv.dtype != want:
+        raise ArgumentError(f"{name} must be {want.name}, got {smv.dtype}")
+    shape = tuple(smv.shape)
+    size = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    strides = smv.strides  # in elements; None means C-contiguous
+    if strides is not None and size > 1:
+        expect, acc = [], 1
+        for extent in reversed(shape):
+            expect.append(acc)
+            acc *= extent
+        expect.reverse()
+        if any(s != e for s, e, d in zip(strides, expect, shape) if d > 1):
+            raise ArgumentError(f"{name} must be C-contiguous; got shape {shape} with element strides {tuple(strides)}")
+    if smv.ptr % align:
+        raise ArgumentError(
+            f"{name}'s data pointer {smv.ptr:#x} is not {align}-byte aligned (a sliced view?); "
+            f"asynccopy copies {align}-byte vectors"
+        )
+    if writable and smv.readonly:
+        raise ArgumentError(f"{name} is read-only")
+    return DeviceArray(obj, smv.ptr, size, shape, smv.dtype, smv.device_id)
+
+
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
+                 "int32": "int32", "int8": "int8", "uint8": "uint8"}
+
+
+@dataclass
+class Output:
+    """A new array of the caller's kind: where the kernel writes, and what the caller gets back."""
+
+    ptr: int
+    obj: object
+    jax: bool = False
+
+    def finish(self, stream):
+        if not self.jax:
+            return self.obj
+        import jax.numpy as jnp
+
+        stream.sync()  # JAX reads on its own streams: the result must be complete before handover
+        return jnp.from_dlpack(self.obj)
+
+
+def empty_like(src: DeviceArray, *, stream) -> Output:
+    """A new uninitialized array of src's kind, shape and dtype, usable in order on ``stream``."""
+    kind = _kind(src.obj)
+    if kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(src.device_id), cupy.cuda.ExternalStream(int(stream.handle)):
+            arr = cupy.empty(src.shape, dtype=src.dtype)
+        return Output(int(arr.data.ptr), arr)
+    if kind == "torch":
+        import torch
+
+        arr = torch.empty(src.shape, dtype=getattr(torch, _TORCH_DTYPES[src.dtype.name]), device=src.obj.device)
+        return Output(int(arr.data_ptr()), arr)
+    from cuda.core import Device
+    from cuda.core.utils import StridedMemoryView
+
+    buf = Device(src.device_id).allocate(max(src.size, 1) * src.dtype.itemsize, stream=stream)
+    smv = StridedMemoryView.from_buffer(buf, shape=src.shape, dtype=src.dtype)
+    return Output(int(smv.ptr), smv, jax=kind in ("jax", "jaxlib"))

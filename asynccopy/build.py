@@ -1,0 +1,391 @@
+"""Compile CUDA C++ with NVRTC (through cuda.core) to a cubin for one exact arch, with a cache.
+
+Kernels are ``.cu`` files in ``asynccopy/kernels``; their headers live in
+``asynccopy/kernels/include/asynccopy`` and are on the include path of every compile, users'
+own sources included (:func:`compile`). Compiling needs no GPU: name the arch (``"sm_90a"``).
+
+The compile cache has two levels: a dict in this process and one file per entry on disk. Its key
+is a digest of the schema version, the source, the bytes of every asynccopy header, the CCCL and
+CUDA runtime header versions, the normalized options, the name expressions, the arch and the
+NVRTC version. ``ASYNCCOPY_CACHE_DIR`` moves the disk cache (default ``~/.cache/asynccopy``);
+setting it to ``off`` disables it. A truncated, corrupt or foreign entry is recompiled.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .errors import CompileError, DeviceError
+
+SCHEMA = 1
+_MAGIC = b"asynccopy-cubin\n"
+_DYNAMIC_SMEM_DEFAULT = 48 * 1024
+
+# ---------------------------------------------------------------------------------------------
+# Toolchain: include paths, versions, arch names
+
+
+def kernel_dir() -> Path:
+    return Path(str(resources.files("asynccopy") / "kernels"))
+
+
+def read_kernel(name: str) -> str:
+    """The text of a kernel file shipped in ``asynccopy/kernels`` (e.g. ``"stream.cu"``)."""
+    return (kernel_dir() / name).read_text()
+
+
+@functools.lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """asynccopy's headers, then CCCL (libcu++), then the CUDA runtime headers (cooperative_groups)."""
+    import cuda.pathfinder as pathfinder
+
+    found = [str(kernel_dir() / "include")]
+    for lib, package in (("cccl", "nvidia-cuda-cccl"), ("cudart", "nvidia-cuda-runtime")):
+        path = pathfinder.find_nvidia_header_directory(lib)
+        if path is None:
+            raise CompileError(f"{lib} headers not found: install {package} (pip install {package})")
+        found.append(str(path))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"nvrtcVersion failed: {err}")
+    return int(major), int(minor)
+
+
+def _version_macro(header: Path, macro: str) -> str | None:
+    try:
+        for line in header.read_text(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "#define" and parts[1] == macro:
+                return parts[2]
+    except OSError:
+        return None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def toolchain() -> dict[str, str]:
+    """Versions of what builds the kernels: NVRTC, CCCL, the CUDA runtime headers, cuda.core."""
+    import cuda.core
+
+    _, cccl, cudart = include_dirs()
+    cccl_v = _version_macro(Path(cccl) / "cuda" / "std" / "__cccl" / "version.h", "CCCL_VERSION")
+    cudart_v = _version_macro(Path(cudart) / "cuda_runtime_api.h", "CUDART_VERSION")
+
+    def number(v: str | None) -> int | None:
+        return int(v) if v is not None and v.isdigit() else None
+
+    cccl_n, cudart_n = number(cccl_v), number(cudart_v)
+    major, minor = nvrtc_version()
+    return {
+        "nvrtc": f"{major}.{minor}",
+        "cccl": "unknown" if cccl_n is None else f"{cccl_n // 1000000}.{cccl_n // 1000 % 1000}.{cccl_n % 1000}",
+        "cuda_runtime_headers": "unknown" if cudart_n is None else f"{cudart_n // 1000}.{cudart_n % 1000 // 10}",
+        "cuda_core": getattr(cuda.core, "__version__", "unknown"),
+    }
+
+
+def arch_of_cc(cc: tuple[int, int]) -> str:
+    """The cubin target for a compute capability: ``sm_90a`` on Hopper, ``sm_80`` on Ampere, ...
+
+    From 9.0 on, the arch-specific ``a`` target is used: wgmma and setmaxnreg exist only there, and a
+    cubin built for the exact arch loses nothing on it.
+    """
+    major, minor = cc
+    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+
+
+def parse_arch(arch: str | int | tuple[int, int]) -> str:
+    """Normalize ``"sm_90a"``, ``"90a"``, ``"9.0"``, ``90`` or ``(9, 0)`` to ``"sm_90a"``-style names."""
+    if isinstance(arch, tuple):
+        return arch_of_cc(arch)
+    text = str(arch).strip().lower()
+    if text.startswith("sm_"):
+        text = text[3:]
+    if "." in text:
+        major, _, minor = text.partition(".")
+        if major.isdigit() and minor.isdigit():
+            return arch_of_cc((int(major), int(minor)))
+    digits = text.rstrip("af")
+    if not digits.isdigit() or len(digits) < 2:
+        raise CompileError(f"arch must look like 'sm_90a', 'sm_80' or '9.0', got {arch!r}")
+    return f"sm_{text}"
+
+
+def cc_of_arch(arch: str) -> tuple[int, int]:
+    digits = parse_arch(arch)[3:].rstrip("af")
+    return int(digits[:-1]), int(digits[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache
+
+
+def cache_dir() -> Path | None:
+    """Where compiled cubins are kept; None when ``ASYNCCOPY_CACHE_DIR=off``."""
+    env = os.environ.get("ASYNCCOPY_CACHE_DIR")
+    if env is not None:
+        if env.strip().lower() in ("", "0", "off", "none", "false"):
+            return None
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "asynccopy"
+
+
+@functools.lru_cache(maxsize=1)
+def _headers_digest() -> str:
+    h = hashlib.sha256()
+    ours, cccl, cudart = include_dirs()
+    for path in sorted(Path(ours).rglob("*")):
+        if path.is_file():
+            h.update(str(path.relative_to(ours)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in (Path(cccl) / "cuda" / "std" / "__cccl" / "version.h", Path(cudart) / "cuda_runtime_api.h"):
+        h.update(str(path).encode() + b"\0")
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_key(source: str, arch: str, name_expressions: tuple[str, ...], options: dict) -> str:
+    parts = {
+        "schema": SCHEMA,
+        "source": hashlib.sha256(source.encode()).hexdigest(),
+        "headers": _headers_digest(),
+        "arch": arch,
+        "nvrtc": list(nvrtc_version()),
+        "names": list(name_expressions),
+        "options": {k: options[k] for k in sorted(options)},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _read_entry(path: Path, key: str) -> tuple[bytes, dict[str, str]] | None:
+    """The cubin and symbol mapping stored under key, or None if absent, corrupt or foreign."""
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    if not blob.startswith(_MAGIC) or len(blob) < len(_MAGIC) + 8:
+        return None
+    at = len(_MAGIC)
+    header_len = int.from_bytes(blob[at : at + 8], "little")
+    try:
+        header = json.loads(blob[at + 8 : at + 8 + header_len])
+    except (ValueError, UnicodeDecodeError):
+        return None
+    payload = blob[at + 8 + header_len :]
+    if not isinstance(header, dict) or header.get("key") != key or header.get("schema") != SCHEMA:
+        return None
+    if header.get("sha256") != hashlib.sha256(payload).hexdigest():
+        return None
+    return payload, dict(header.get("symbol_mapping") or {})
+
+
+def _write_entry(path: Path, key: str, cubin: bytes, symbol_mapping: dict[str, str]) -> None:
+    header = json.dumps(
+        {"schema": SCHEMA, "key": key, "sha256": hashlib.sha256(cubin).hexdigest(), "symbol_mapping": symbol_mapping}
+    ).encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + len(header).to_bytes(8, "little") + header + cubin)
+        os.replace(tmp, path)  # atomic: a reader sees the old entry or the whole new one
+    except OSError:
+        pass  # an unwritable cache costs a recompile next time, nothing more
+
+
+_memory: dict[str, Module] = {}
+_memory_lock = threading.Lock()
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-process level (the disk level stays)."""
+    with _memory_lock:
+        _memory.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling
+
+
+@dataclass
+class Module:
+    """A compiled cubin; its kernels load lazily (loading needs a GPU, compiling does not)."""
+
+    cubin: bytes
+    symbol_mapping: dict[str, str]
+    arch: str
+    name: str
+    source: str  # "compiled", "disk cache" or "memory cache"
+    log: str = ""
+    _object: object = field(default=None, repr=False)
+    _kernels: dict = field(default_factory=dict, repr=False)
+
+    def kernel(self, name: str):
+        """The ``cuda.core.Kernel`` for an ``extern "C"`` name or a compiled name expression."""
+        if name not in self._kernels:
+            from cuda.core import ObjectCode
+
+            if self._object is None:
+                self._object = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=self.symbol_mapping)
+            self._kernels[name] = self._object.get_kernel(name)
+        return self._kernels[name]
+
+    def sass(self) -> str:
+        """The SASS of this cubin (cuobjdump; works without a GPU)."""
+        return disassemble(self.cubin)
+
+
+def compile(
+    source: str,
+    *,
+    arch: str | None = None,
+    name_expressions: tuple[str, ...] | list[str] = (),
+    defines: dict[str, object] | None = None,
+    name: str = "asynccopy_program",
+    std: str = "c++17",
+    options: dict | None = None,
+) -> Module:
+    """Compile CUDA C++ ``source`` to a cubin with asynccopy's headers on the include path.
+
+    ``arch``: ``"sm_90a"``-style target; by default the current GPU's exact arch.
+    ``name_expressions``: template instantiations to make loadable (``"k<4, 16>"``).
+    ``defines``: ``-D`` macros. ``options``: further ``cuda.core.ProgramOptions`` fields.
+    """
+    from cuda.core import Program, ProgramOptions
+
+    target = parse_arch(arch) if arch is not None else _current_arch()
+    names = tuple(name_expressions)
+    macros = [f"{k}={v}" if v is not None else str(k) for k, v in sorted((defines or {}).items())]
+    extra = dict(options or {})
+    key_options = {"std": std, "define_macro": macros, **{k: repr(v) for k, v in extra.items()}}
+    key = cache_key(source, target, names, key_options)
+
+    with _memory_lock:
+        hit = _memory.get(key)
+    if hit is not None:
+        return Module(hit.cubin, hit.symbol_mapping, hit.arch, name, "memory cache", hit.log)
+
+    directory = cache_dir()
+    entry_path = directory / f"{key}.cubin" if directory is not None else None
+    stored = _read_entry(entry_path, key) if entry_path is not None else None
+    if stored is not None:
+        module = Module(stored[0], stored[1], target, name, "disk cache")
+    else:
+        opts = ProgramOptions(
+            name=name, arch=target, std=std, include_path=list(include_dirs()), define_macro=macros or None, **extra
+        )
+        log = io.StringIO()
+        try:
+            obj = Program(source, "c++", opts).compile("cubin", name_expressions=names, logs=log)
+        except Exception as exc:  # NVRTC's error carries the log; keep it whole
+            raise CompileError(f"NVRTC failed to compile {name} for {target}:\n{exc}\n{log.getvalue()}") from None
+        mapping = {k if isinstance(k, str) else k.decode(): v if isinstance(v, str) else v.decode()
+                   for k, v in (getattr(obj, "symbol_mapping", None) or {}).items()}
+        module = Module(bytes(obj.code), mapping, target, name, "compiled", log.getvalue())
+        if entry_path is not None:
+            _write_entry(entry_path, key, module.cubin, mapping)
+    with _memory_lock:
+        _memory[key] = module
+    return module
+
+
+def _current_arch() -> str:
+    from .device import current
+
+    return current().arch
+
+
+# ---------------------------------------------------------------------------------------------
+# SASS
+
+
+def cuobjdump() -> str:
+    import cuda.pathfinder as pathfinder
+
+    tool = pathfinder.find_nvidia_binary_utility("cuobjdump") or shutil.which("cuobjdump")
+    if tool is None:
+        raise CompileError("cuobjdump not found: install nvidia-cuda-cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    return str(tool)
+
+
+def disassemble(cubin: bytes, *, what: str = "--dump-sass") -> str:
+    """Run ``cuobjdump`` on a cubin (``--dump-sass`` or ``--dump-resource-usage``)."""
+    import cuda.pathfinder as pathfinder
+
+    env = dict(os.environ)
+    nvdisasm = pathfinder.find_nvidia_binary_utility("nvdisasm") or shutil.which("nvdisasm")
+    if nvdisasm is None and what == "--dump-sass":
+        raise CompileError("nvdisasm not found (cuobjdump needs it for SASS): pip install nvidia-cuda-nvdisasm")
+    if nvdisasm is not None:
+        env["NVDISASM_PATH"] = str(Path(nvdisasm).parent)
+        env["PATH"] = str(Path(nvdisasm).parent) + os.pathsep + env.get("PATH", "")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        done = subprocess.run([cuobjdump(), what, f.name], capture_output=True, text=True, check=False, env=env)
+    if done.returncode != 0:
+        raise CompileError(f"cuobjdump {what} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Launching
+
+_smem_opt_in: set[tuple[int, int, int]] = set()
+
+
+def _check_driver(result, what: str):
+    from cuda.bindings import driver
+
+    err = result[0]
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise DeviceError(f"{what} failed: {err.name}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:
+    """Opt a kernel into ``nbytes`` of dynamic shared memory (needed above 48 KB; cuda.core lacks it)."""
+    from cuda.bindings import driver
+
+    handle = kernel.handle
+    memo = (int(handle), device_id, nbytes)
+    if memo in _smem_opt_in:
+        return
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if isinstance(handle, driver.CUkernel):
+        _check_driver(driver.cuKernelSetAttribute(attr, nbytes, handle, driver.CUdevice(device_id)),
+                      f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
+    else:
+        _check_driver(driver.cuFuncSetAttribute(handle, attr, nbytes),
+                      f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
+    _smem_opt_in.add(memo)
+
+
+def launch(kernel, *args, grid, block, stream, shmem: int = 0, cluster=None) -> None:
+    """Launch on ``stream`` (a cuda.core Stream), opting into >48 KB of dynamic shared memory if asked."""
+    from cuda.core import LaunchConfig
+    from cuda.core import launch as core_launch
+
+    if shmem > _DYNAMIC_SMEM_DEFAULT:
+        allow_dynamic_smem(kernel, shmem, stream.device.device_id)
+    config = LaunchConfig(grid=grid, block=block, shmem_size=shmem, cluster=cluster)
+    core_launch(stream, config, kernel, *args)

@@ -1,0 +1,70 @@
+// asynccopy/ldgsts.cuh — one named wrapper per LDGSTS (cp.async) PTX instruction.
+//
+// What: global → shared asynchronous copies of 4, 8 or 16 bytes per thread (compute capability 8.0+),
+// batched into commit groups that a thread waits on with wait_group<N>.
+// How:  each wrapper is a single inline-PTX instruction; kernels call these names, never raw asm.
+// Constraints (PTX ISA, "cp.async"):
+//   * source and destination aligned to the copy size; the source must be a valid global address
+//     even when no byte is read (pass the array's base pointer for an all-zero-fill copy);
+//   * `.cg` (bypass L1, cache in L2 only) exists only for 16-byte copies; `.ca` caches in L1 and L2;
+//   * a thread's wait covers only the copies *it* issued: a tile that other threads read after the
+//     wait needs a block (or group) barrier as well — the guide's cross-thread visibility rule;
+//   * commit_group() must be reached in converged control flow by every thread, even one that
+//     issued nothing this round: an empty group is legal and keeps every thread's group count equal.
+// Use: #include <asynccopy/ldgsts.cuh> in a kernel built with asynccopy.compile(...).
+#pragma once
+
+namespace asynccopy {
+
+// Shared-window address of a generic pointer into shared memory (the operand cp.async wants).
+__device__ __forceinline__ unsigned smem_addr(const void* p)
+{
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long gmem_addr(const void* p)
+{
+    return static_cast<unsigned long long>(__cvta_generic_to_global(p));
+}
+
+// cp.async.{ca,cg}.shared.global [dst], [src], BYTES, src_bytes;
+// Copies src_bytes (0..BYTES) from global and zero-fills the rest of the BYTES destination bytes:
+// this zero fill is how a boundary tile is padded without forming an out-of-bounds pointer.
+template <int BYTES, bool BYPASS_L1 = false>
+__device__ __forceinline__ void cp_async(void* smem_dst, const void* gmem_src, unsigned src_bytes = BYTES)
+{
+    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
+    static_assert(!BYPASS_L1 || BYTES == 16, "cp.async.cg (L1 bypass) exists only for 16-byte copies");
+    if constexpr (BYPASS_L1) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
+                     "l"(gmem_addr(gmem_src)), "n"(BYTES), "r"(src_bytes)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem_dst)),
+                     "l"(gmem_addr(gmem_src)), "n"(BYTES), "r"(src_bytes)
+                     : "memory");
+    }
+}
+
+// cp.async.commit_group: closes this thread's current batch of cp.async into one group.
+__device__ __forceinline__ void commit_group()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// cp.async.wait_group N: returns once at most N of this thread's most recent groups are pending.
+template <int N>
+__device__ __forceinline__ void wait_group()
+{
+    static_assert(N >= 0, "wait_group<N> needs N >= 0");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// cp.async.wait_all: every group this thread committed has landed.
+__device__ __forceinline__ void wait_all()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+}  // namespace asynccopy

@@ -1,0 +1,43 @@
+// asynccopy/pipeline.cuh — the names of pipeline state, computed in one place.
+//
+// An N-stage pipeline walks a sequence of tiles i = 0, 1, 2, ... through N shared-memory buffers.
+// Tile i lives in buffer stage_of(i) and, for barrier-based pipelines, completes the barrier of that
+// stage in phase phase_of(i): a barrier's phase flips each time all its arrivals (and transaction
+// bytes) complete, so a waiter must name the parity it waits for.
+#pragma once
+
+namespace asynccopy {
+
+template <int STAGES>
+__device__ __forceinline__ int stage_of(unsigned long long i)
+{
+    static_assert(STAGES >= 1, "a pipeline has at least one stage");
+    return static_cast<int>(i % STAGES);
+}
+
+template <int STAGES>
+__device__ __forceinline__ unsigned phase_of(unsigned long long i)
+{
+    return static_cast<unsigned>((i / STAGES) & 1ull);
+}
+
+// The tiles of a persistent block: tile k of this block is blockIdx.x + k * gridDim.x.
+__device__ __forceinline__ unsigned long long tiles_of_block(unsigned long long n_tiles)
+{
+    return blockIdx.x < n_tiles ? (n_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+}
+
+__device__ __forceinline__ unsigned long long tile_of_block(unsigned long long k)
+{
+    return blockIdx.x + k * gridDim.x;
+}
+
+// The block's dynamic shared memory, 1024-byte aligned (the strictest TMA swizzle alignment).
+template <class T>
+__device__ __forceinline__ T* dynamic_smem()
+{
+    extern __shared__ __align__(1024) unsigned char asynccopy_dynamic_smem[];
+    return reinterpret_cast<T*>(asynccopy_dynamic_smem);
+}
+
+}  // namespace asynccopy

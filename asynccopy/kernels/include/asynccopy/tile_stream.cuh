@@ -1,0 +1,130 @@
+// asynccopy/tile_stream.cuh — the tile-stream workload every mechanism runs.
+//
+// What: a float32 array of n elements is cut into tiles of TILE elements. A persistent block takes
+// tiles blockIdx.x, blockIdx.x + gridDim.x, ...; each tile goes global → shared → compute → global.
+// The compute has a tunable intensity r >= 0:
+//   intensity 0:  out[i] = tile[i]                              (a pure copy through shared memory)
+//   intensity r:  acc = tile[i]; repeat r times:
+//                   acc = acc * 0.5 + tile4[(v + k * NEIGHBOR) mod TILE/4]   (k = 1..r, float4 v)
+//                   acc = acc * 0.9375 + 0.0625   (INNER_FMAS times)
+// so every round reads a float4 that *another* thread copied into shared memory (the cross-thread
+// visibility rule of the guide matters) and spends 2 * (1 + INNER_FMAS) flops per element.
+// The tile beyond n is zero: a boundary tile is padded with zeros before it is computed on.
+// Thread t owns the float4s v = t + j * THREADS of a tile (coalesced 16-byte loads and stores).
+// Constraints: TILE is a multiple of 4 * THREADS; in and out are 16-byte aligned.
+#pragma once
+
+namespace asynccopy {
+namespace stream {
+
+using u64 = unsigned long long;
+
+constexpr float MIX = 0.5f;
+constexpr float GAIN = 0.9375f;
+constexpr float BIAS = 0.0625f;
+constexpr int INNER_FMAS = 4;
+
+// Elements of tile t that lie inside the array: TILE for a full tile, fewer for the last, 0 past it.
+template <int TILE>
+__device__ __forceinline__ u64 valid_elems(u64 t, u64 n)
+{
+    const u64 start = t * TILE;
+    return start >= n ? 0 : (n - start < TILE ? n - start : TILE);
+}
+
+__device__ __forceinline__ float4 mix_round(float4 acc, float4 nb)
+{
+    acc.x = fmaf(acc.x, MIX, nb.x);
+    acc.y = fmaf(acc.y, MIX, nb.y);
+    acc.z = fmaf(acc.z, MIX, nb.z);
+    acc.w = fmaf(acc.w, MIX, nb.w);
+#pragma unroll
+    for (int q = 0; q < INNER_FMAS; ++q) {
+        acc.x = fmaf(acc.x, GAIN, BIAS);
+        acc.y = fmaf(acc.y, GAIN, BIAS);
+        acc.z = fmaf(acc.z, GAIN, BIAS);
+        acc.w = fmaf(acc.w, GAIN, BIAS);
+    }
+    return acc;
+}
+
+// Compute tile t from its shared-memory copy `tile` ([TILE] floats) and store it to out.
+// Every thread of the block must call it; the caller guarantees the whole tile is visible.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void compute_tile(const float* tile, float* __restrict__ out, u64 t, u64 n,
+                                             int intensity)
+{
+    static_assert(TILE % (4 * THREADS) == 0, "TILE must be a multiple of 4 * THREADS");
+    constexpr int NV = TILE / 4;
+    constexpr int NEIGHBOR = NV / 2 + 1;  // a float4 in the other half of the tile: another thread's
+    const float4* tile4 = reinterpret_cast<const float4*>(tile);
+    const u64 valid = valid_elems<TILE>(t, n);
+    float* out_tile = out + t * TILE;
+#pragma unroll
+    for (int j = 0; j < NV / THREADS; ++j) {
+        const int v = threadIdx.x + j * THREADS;
+        float4 acc = tile4[v];
+        int nb = v;
+        for (int k = 0; k < intensity; ++k) {
+            nb += NEIGHBOR;
+            if (nb >= NV) nb -= NV;
+            acc = mix_round(acc, tile4[nb]);
+        }
+        if (valid == TILE) {
+            reinterpret_cast<float4*>(out_tile)[v] = acc;
+        } else {
+            const u64 e = 4ull * v;
+            if (e + 0 < valid) out_tile[e + 0] = acc.x;
+            if (e + 1 < valid) out_tile[e + 1] = acc.y;
+            if (e + 2 < valid) out_tile[e + 2] = acc.z;
+            if (e + 3 < valid) out_tile[e + 3] = acc.w;
+        }
+    }
+}
+
+// A thread's share of one tile held in registers: the float4s it owns.
+template <int THREADS, int TILE>
+struct TileRegs {
+    float4 v[TILE / 4 / THREADS];
+};
+
+// Ordinary (synchronous) global loads of this thread's float4s of tile t; zeros past n.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void load_regs(TileRegs<THREADS, TILE>& r, const float* __restrict__ in, u64 t,
+                                          u64 n)
+{
+    const u64 valid = valid_elems<TILE>(t, n);
+    const u64 start = t * TILE;
+#pragma unroll
+    for (int j = 0; j < TILE / 4 / THREADS; ++j) {
+        const int v = threadIdx.x + j * THREADS;
+        if (valid == TILE) {
+            r.v[j] = reinterpret_cast<const float4*>(in + start)[v];
+        } else {
+            const u64 e = 4ull * v;
+            r.v[j].x = e + 0 < valid ? in[start + e + 0] : 0.0f;
+            r.v[j].y = e + 1 < valid ? in[start + e + 1] : 0.0f;
+            r.v[j].z = e + 2 < valid ? in[start + e + 2] : 0.0f;
+            r.v[j].w = e + 3 < valid ? in[start + e + 3] : 0.0f;
+        }
+    }
+}
+
+template <int THREADS, int TILE>
+__device__ __forceinline__ void store_regs(float* tile, const TileRegs<THREADS, TILE>& r)
+{
+#pragma unroll
+    for (int j = 0; j < TILE / 4 / THREADS; ++j)
+        reinterpret_cast<float4*>(tile)[threadIdx.x + j * THREADS] = r.v[j];
+}
+
+// Ordinary stores of zeros over elements [from, TILE) of a shared tile, shared by all THREADS.
+// Used by the collective-copy mechanisms, whose async copy covers only the valid prefix.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void zero_tail(float* tile, u64 from)
+{
+    for (u64 e = from + threadIdx.x; e < TILE; e += THREADS) tile[e] = 0.0f;
+}
+
+}  // namespace stream
+}  // namespace asynccopy

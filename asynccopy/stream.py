@@ -1,0 +1,263 @@
+"""The tile-stream workload (kernels/stream.cu) from Python: mechanisms, checks, compile, launch.
+
+Data flows one way: arguments → :class:`StreamConfig` (validated, pure Python) → compile (cached)
+→ launch on the caller's stream → an output array of the caller's kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import arrays, build, device
+from .errors import ArgumentError
+
+MAX_STAGES = 16
+COMPILED_STAGES = tuple(range(1, 9))  # one compile builds all of these; others compile on demand
+MAX_ELEMS_PER_THREAD = 64  # a thread keeps its share of a tile in registers (sync, sync_double)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    api: str  # what the kernel uses
+    min_cc: tuple[int, int]
+    fixed_stages: int | None  # None: any stage count in [1, MAX_STAGES]
+    vecs: tuple[int, ...] = ()  # copy widths (bytes) it accepts; () = not an option
+    caches: tuple[str, ...] = ()  # cp.async cache modes it accepts
+    default_vec: int | None = None
+    default_cache: str | None = None
+
+    def describe(self) -> str:
+        stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
+        opts = []
+        if self.vecs:
+            opts.append(f"vec {'/'.join(map(str, self.vecs))} (default {self.default_vec})")
+        if self.caches:
+            opts.append(f"cache {'/'.join(self.caches)} (default {self.default_cache})")
+        return f"CC >= {self.min_cc[0]}.{self.min_cc[1]}, {stages}" + (", " + ", ".join(opts) if opts else "")
+
+
+MECHANISMS: dict[str, Mechanism] = {
+    m.name: m
+    for m in (
+        Mechanism("sync", "ordinary loads + __syncthreads, one buffer", (7, 0), 1),
+        Mechanism("sync_double", "ordinary loads staged through registers, two buffers", (7, 0), 2),
+        Mechanism(
+            "ldgsts", "inline PTX cp.async + commit_group / wait_group<N>", (8, 0), None,
+            vecs=(4, 8, 16), caches=("ca", "cg"), default_vec=16, default_cache="cg",
+        ),
+        Mechanism("pipeline", "cuda::pipeline (block scope) + cuda::memcpy_async", (8, 0), None),
+        Mechanism(
+            "barrier", "cuda::memcpy_async on a cuda::barrier per stage (vec = declared alignment)", (8, 0), None,
+            vecs=(4, 8, 16), default_vec=16,
+        ),
+        Mechanism("cg", "cooperative_groups::memcpy_async + cg::wait_prior", (8, 0), None),
+        Mechanism("primitives", "__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior", (8, 0), None),
+    )
+}
+
+
+def mechanisms() -> list[Mechanism]:
+    """Every tile-stream mechanism, with what it needs."""
+    return list(MECHANISMS.values())
+
+
+def _int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """One kernel of the tile-stream family, validated. ``tile`` counts float32 elements."""
+
+    mechanism: str
+    stages: int
+    threads: int = 256
+    tile: int = 4096
+    vec: int | None = None
+    cache: str | None = None
+
+    @staticmethod
+    def make(mechanism: str, stages: int | None = None, *, threads: int = 256, tile: int = 4096,
+             vec: int | None = None, cache: str | None = None) -> StreamConfig:
+        """Check every argument that needs no device; ``stages=None`` picks a default."""
+        if mechanism not in MECHANISMS:
+            raise ArgumentError(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
+        mech = MECHANISMS[mechanism]
+        threads = _int(threads, "threads")
+        if threads % 32 or not 32 <= threads <= 1024:
+            raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
+        tile = _int(tile, "tile")
+        if tile <= 0 or tile % (4 * threads):
+            raise ArgumentError(f"tile must be a positive multiple of 4 x threads = {4 * threads} elements, got {tile}")
+        if tile // threads > MAX_ELEMS_PER_THREAD:
+            raise ArgumentError(
+                f"tile / threads = {tile // threads} elements per thread exceeds {MAX_ELEMS_PER_THREAD}; "
+                f"use more threads or a smaller tile"
+            )
+        if stages is None:
+            stages = mech.fixed_stages or default_stages(tile)
+        stages = _int(stages, "stages")
+        if stages < 1:
+            raise ArgumentError(f"stages must be >= 1, got {stages}")
+        if mech.fixed_stages is not None and stages != mech.fixed_stages:
+            raise ArgumentError(f"mechanism {mechanism!r} has exactly {mech.fixed_stages} stage(s); got stages={stages}")
+        if stages > MAX_STAGES:
+            raise ArgumentError(f"stages must be <= {MAX_STAGES}, got {stages}")
+        if vec is None:
+            vec = mech.default_vec
+        elif not mech.vecs:
+            raise ArgumentError(f"mechanism {mechanism!r} takes no vec option (copy width is fixed)")
+        elif _int(vec, "vec") not in mech.vecs:
+            raise ArgumentError(f"vec must be one of {', '.join(map(str, mech.vecs))} bytes for {mechanism!r}, got {vec}")
+        if cache is None:
+            cache = mech.default_cache if vec == 16 or mech.default_cache != "cg" else "ca"
+        elif not mech.caches:
+            raise ArgumentError(f"mechanism {mechanism!r} takes no cache option")
+        elif cache not in mech.caches:
+            raise ArgumentError(f"cache must be 'ca' or 'cg', got {cache!r}")
+        if cache == "cg" and vec != 16:
+            raise ArgumentError(f"cache='cg' (L1 bypass) needs vec=16 (PTX allows .cg only for 16-byte copies), got vec={vec}")
+        return StreamConfig(mechanism, stages, threads, tile, vec, cache)
+
+    @property
+    def mech(self) -> Mechanism:
+        return MECHANISMS[self.mechanism]
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of one block: STAGES buffers of TILE floats."""
+        return self.stages * self.tile * 4
+
+    def check_fits(self, smem_limit: int, where: str) -> None:
+        """ArgumentError if the buffers cannot fit in ``smem_limit`` bytes of shared memory per block."""
+        reserve = 1024  # static shared memory: pipeline state, barriers
+        if self.smem_bytes + reserve > smem_limit:
+            raise ArgumentError(
+                f"{self.mechanism} with {self.stages} stage(s) x tile {self.tile} floats needs "
+                f"{self.smem_bytes / 1024:.0f} KiB of shared memory per block; {where} allows "
+                f"{smem_limit / 1024:.0f} KiB (less {reserve} B for barriers)"
+            )
+
+    def name_expression(self, stages: int | None = None) -> str:
+        s = self.stages if stages is None else stages
+        t, tile = self.threads, self.tile
+        return {
+            "sync": f"stream_sync<{t}, {tile}>",
+            "sync_double": f"stream_sync_double<{t}, {tile}>",
+            "ldgsts": f"stream_ldgsts<{t}, {tile}, {s}, {self.vec}, {'true' if self.cache == 'cg' else 'false'}>",
+            "pipeline": f"stream_pipeline<{t}, {tile}, {s}>",
+            "barrier": f"stream_barrier<{t}, {tile}, {s}, {self.vec}>",
+            "cg": f"stream_cg<{t}, {tile}, {s}>",
+            "primitives": f"stream_primitives<{t}, {tile}, {s}>",
+        }[self.mechanism]
+
+    def label(self) -> str:
+        extra = ""
+        if self.mech.vecs:
+            extra += f" vec{self.vec}"
+        if self.mech.caches:
+            extra += f" .{self.cache}"
+        return f"{self.mechanism}{extra}"
+
+    def compile(self, arch: str | None = None) -> build.Module:
+        """Build this kernel's module: every stage count in COMPILED_STAGES (plus its own) at once."""
+        if self.mech.fixed_stages is not None:
+            names = (self.name_expression(),)
+        else:
+            names = tuple(self.name_expression(s) for s in sorted(set(COMPILED_STAGES) | {self.stages}))
+        return build.compile(build.read_kernel("stream.cu"), arch=arch, name_expressions=names,
+                             name=f"stream_{self.mechanism}")
+
+    def expected_sass(self, arch: str) -> str | None:
+        """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
+        if self.mech.fixed_stages is not None:
+            return None
+        if self.mechanism == "barrier" and self.vec == 16 and build.cc_of_arch(arch) >= (9, 0):
+            return "UBLKCP"  # libcu++ turns a 16-byte-aligned copy on a barrier into a TMA bulk copy
+        return "LDGSTS"
+
+
+def default_stages(tile: int, bytes_in_flight: int = 48 * 1024) -> int:
+    """Enough stages that the tiles in flight behind the one being computed hold ``bytes_in_flight``
+    (48 KiB per SM saturates an H200, CCCL's transform tuning)."""
+    return max(2, min(MAX_STAGES, 1 + math.ceil(bytes_in_flight / (tile * 4))))
+
+
+def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int, *, stream,
+           facts: device.DeviceFacts, blocks_per_sm: int = 1) -> None:
+    """Launch one tile-stream kernel on raw device pointers (checked arguments only)."""
+    if n == 0:
+        return
+    kernel = cfg.compile(facts.arch).kernel(cfg.name_expression())
+    n_tiles = -(-n // cfg.tile)
+    grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
+    build.launch(kernel, in_ptr, out_ptr, np.uint64(n), np.int32(intensity),
+                 grid=grid, block=cfg.threads, stream=stream, shmem=cfg.smem_bytes)
+
+
+def check_intensity(intensity) -> int:
+    intensity = _int(intensity, "intensity")
+    if intensity < 0:
+        raise ArgumentError(f"intensity must be >= 0, got {intensity}")
+    return intensity
+
+
+def check_blocks_per_sm(blocks_per_sm) -> int:
+    blocks_per_sm = _int(blocks_per_sm, "blocks_per_sm")
+    if blocks_per_sm < 1:
+        raise ArgumentError(f"blocks_per_sm must be >= 1, got {blocks_per_sm}")
+    return blocks_per_sm
+
+
+def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: int = 0, tile: int = 4096,
+        threads: int = 256, vec: int | None = None, cache: str | None = None, blocks_per_sm: int = 1,
+        out=None, stream=None):
+    """Run the tile-stream workload on ``x`` (a contiguous float32 CUDA array) with one mechanism.
+
+    Returns ``out`` (or a new array of x's kind and shape). The kernel is queued on ``stream``
+    (default: the current stream of x's framework); no synchronization unless x is a JAX array.
+    """
+    cfg = StreamConfig.make(mechanism, stages, threads=threads, tile=tile, vec=vec, cache=cache)
+    intensity = check_intensity(intensity)
+    blocks_per_sm = check_blocks_per_sm(blocks_per_sm)
+    facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
+    cfg.check_fits(facts.smem_per_block_optin, facts.name)
+    s = arrays.resolve_stream(stream, x)
+    src = arrays.view(x, "x", stream=s)
+    if out is None:
+        dst = arrays.empty_like(src, stream=s)
+    else:
+        o = arrays.view(out, "out", stream=s, writable=True)
+        if o.size != src.size:
+            raise ArgumentError(f"out has {o.size} elements, x has {src.size}")
+        dst = arrays.Output(o.ptr, out)
+    launch(cfg, src.ptr, dst.ptr, src.size, intensity, stream=s, facts=facts, blocks_per_sm=blocks_per_sm)
+    return dst.finish(s)
+
+
+def reference(x: np.ndarray, intensity: int, tile: int = 4096) -> np.ndarray:
+    """The workload computed in float64 with NumPy (see kernels/include/asynccopy/tile_stream.cuh)."""
+    flat = np.asarray(x, dtype=np.float64).ravel()
+    n = flat.size
+    n_tiles = -(-n // tile)
+    padded = np.zeros(n_tiles * tile)
+    padded[:n] = flat
+    v = padded.reshape(n_tiles, tile // 4, 4)  # [tile][float4][component]
+    nv = tile // 4
+    neighbor = nv // 2 + 1
+    acc = v.copy()
+    for k in range(1, intensity + 1):
+        acc = acc * 0.5 + np.roll(v, -(k * neighbor) % nv, axis=1)
+        for _ in range(4):
+            acc = acc * 0.9375 + 0.0625
+    return acc.reshape(-1)[:n].reshape(np.shape(x))
+
+
+def with_stages(cfg: StreamConfig, stages: int) -> StreamConfig:
+    return replace(cfg, stages=stages)
