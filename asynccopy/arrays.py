@@ -64,29 +64,42 @@ def resolve_stream(stream: object, like: object | None = None):
     raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, got {type(stream).__name__}")
 
 
-def view(obj: object, name: str, *, stream, dtype=np.float32, align: int = 16, writable: bool = False) -> DeviceArray:
-    """Check that ``obj`` is a contiguous, ``align``-byte aligned CUDA array of ``dtype``."""
+def _layout(obj: object, name: str):
+    """(ptr, shape, element strides or None, dtype) read in pure Python where the array allows it
+    (``__cuda_array_interface__``), else through a StridedMemoryView (DLPack)."""
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(cai, dict):
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(int(d) for d in cai["shape"])
+        strides = cai.get("strides")
+        if strides is not None:
+            strides = tuple(int(b) // dtype.itemsize if int(b) % dtype.itemsize == 0 else -1 for b in strides)
+        return int(cai["data"][0]), shape, strides, dtype, bool(cai["data"][1])
     from cuda.core.utils import StridedMemoryView
 
+    try:
+        smv = StridedMemoryView(obj, stream_ptr=-1)
+    except Exception as exc:
+        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
+    if not smv.is_device_accessible or smv.device_id < 0:
+        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
+    return smv.ptr, tuple(smv.shape), smv.strides, smv.dtype, smv.readonly
+
+
+def view(obj: object, name: str, *, stream=None, dtype=np.float32, align: int = 16, writable: bool = False) -> DeviceArray:
+    """Check that ``obj`` is a contiguous, ``align``-byte aligned CUDA array of ``dtype``; order it
+    after its producer's stream onto ``stream`` (a cuda.core Stream; None: no ordering)."""
     if isinstance(obj, np.ndarray):
         raise ArgumentError(f"{name} is a host (NumPy) array; pass a CUDA array (CuPy, PyTorch, JAX, ...)")
     if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
         raise ArgumentError(
             f"{name} must be a CUDA array speaking DLPack or __cuda_array_interface__, got {type(obj).__name__}"
         )
-    handle = int(stream.handle)
-    try:
-        smv = StridedMemoryView(obj, stream_ptr=handle)
-    except Exception as exc:
-        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
-    if not smv.is_device_accessible or smv.device_id < 0:
-        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
+    ptr, shape, strides, got, readonly = _layout(obj, name)
     want = np.dtype(dtype)
-    if smv.dtype != want:
-        raise ArgumentError(f"{name} must be {want.name}, got {smv.dtype}")
-    shape = tuple(smv.shape)
+    if got != want:
+        raise ArgumentError(f"{name} must be {want.name}, got {got}")
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    strides = smv.strides  # in elements; None means C-contiguous
     if strides is not None and size > 1:
         expect, acc = [], 1
         for extent in reversed(shape):
@@ -95,14 +108,20 @@ def view(obj: object, name: str, *, stream, dtype=np.float32, align: int = 16, w
         expect.reverse()
         if any(s != e for s, e, d in zip(strides, expect, shape) if d > 1):
             raise ArgumentError(f"{name} must be C-contiguous; got shape {shape} with element strides {tuple(strides)}")
-    if smv.ptr % align:
+    if ptr % align:
         raise ArgumentError(
-            f"{name}'s data pointer {smv.ptr:#x} is not {align}-byte aligned (a sliced view?); "
+            f"{name}'s data pointer {ptr:#x} is not {align}-byte aligned (a sliced view?); "
             f"asynccopy copies {align}-byte vectors"
         )
-    if writable and smv.readonly:
+    if writable and readonly:
         raise ArgumentError(f"{name} is read-only")
-    return DeviceArray(obj, smv.ptr, size, shape, smv.dtype, smv.device_id)
+    device_id = 0
+    if stream is not None:  # establish stream order (DLPack / CAI producer stream → ours) and find the device
+        from cuda.core.utils import StridedMemoryView
+
+        smv = StridedMemoryView(obj, stream_ptr=int(stream.handle))
+        device_id = smv.device_id
+    return DeviceArray(obj, ptr, size, shape, want, device_id)
 
 
 _TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",

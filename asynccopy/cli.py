@@ -1,0 +1,129 @@
+"""The `asynccopy` command: info, mechanisms, bench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import build, device, stream
+from .errors import AsyncCopyError
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def cmd_info(args) -> int:
+    if args.arch:
+        arch = build.parse_arch(args.arch)
+        print(f"device: none asked for; compiling for {arch}")
+    else:
+        facts = device.current()
+        arch = facts.arch
+        print(f"device: {facts.name} (CC {facts.cc[0]}.{facts.cc[1]}, {arch}), {facts.sm_count} SMs, "
+              f"{facts.smem_per_block_optin // 1024} KiB shared memory per block (opt-in), "
+              f"{facts.smem_per_sm // 1024} KiB per SM, {facts.l2_bytes / 2**20:.0f} MiB L2")
+        print(f"driver: CUDA {device.driver_version()}")
+    tc = build.toolchain()
+    print(f"toolchain: NVRTC {tc['nvrtc']}, CCCL {tc['cccl']}, CUDA runtime headers {tc['cuda_runtime_headers']}, "
+          f"cuda.core {tc['cuda_core']}")
+    where = build.cache_dir()
+    print(f"compile cache: {where if where else 'off (ASYNCCOPY_CACHE_DIR=off)'}")
+    print(f"compiling every kernel for {arch}:")
+    units = [("util.cu", lambda: build.compile(build.read_kernel("util.cu"), arch=arch, name="util"))]
+    for mech in stream.mechanisms():
+        cfg = stream.StreamConfig.make(mech.name)
+        units.append((f"stream.cu {mech.name}", lambda cfg=cfg: cfg.compile(arch)))
+    for label, make in units:
+        t0 = time.perf_counter()
+        module = make()
+        print(f"  {label:24s} {len(module.cubin) / 1024:7.0f} KiB cubin  {time.perf_counter() - t0:5.1f} s  "
+              f"({module.source})")
+    return 0
+
+
+def cmd_mechanisms(args) -> int:
+    for mech in stream.mechanisms():
+        print(f"{mech.name:12s} {mech.describe()}")
+        print(f"{'':12s} {mech.api}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import report, stream_bench
+
+    facts = device.current()  # fails here, in one line, without a GPU
+    if args.quick:
+        stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
+    else:
+        stages, intensities, reps = args.stages, args.intensities, args.reps
+    cfgs = stream_bench.configs(args.mechanisms, stages, tile=args.tile, threads=args.threads,
+                                smem_limit=facts.smem_per_block_optin, where=facts.name)
+    if not cfgs:
+        raise AsyncCopyError("no configuration to run (every one was filtered out or does not fit)")
+    result = stream_bench.run(cfgs, intensities, size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
+                              blocks_per_sm=args.blocks_per_sm)
+    columns = [("label", "mechanism", ""), ("stages", "stages", "d"), ("intensity", "intensity", "d"),
+               ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"), ("pct_copy", "% copy", ".1f"),
+               ("speedup_vs_sync", "x sync", ".2f")]
+    rows = sorted(result.rows, key=lambda r: (r.intensity, r.ms))
+    print(report.table(rows, columns))
+    print()
+    for line in stream_bench.summary(result):
+        print(line)
+    for path in (args.json, args.csv):
+        if path:
+            report.write(path, result.as_dict())
+            print(f"wrote {path}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="asynccopy", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="device, toolchain, and a compile of every kernel")
+    info.add_argument("--arch", help="compile for this arch (e.g. sm_90a) without a GPU")
+    info.set_defaults(fn=cmd_info)
+
+    mech = sub.add_parser("mechanisms", help="list the tile-stream mechanisms and what each needs")
+    mech.set_defaults(fn=cmd_mechanisms)
+
+    bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
+    bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")
+    bench.add_argument("--stages", type=_ints, default=(1, 2, 3, 4, 6, 8))
+    bench.add_argument("--intensities", type=_ints, default=(0, 1, 2, 4, 8, 16))
+    bench.add_argument("--size-mib", type=int, default=1024, help="input size (the output is as large)")
+    bench.add_argument("--reps", type=int, default=20)
+    bench.add_argument("--warmup", type=int, default=3)
+    bench.add_argument("--tile", type=int, default=4096, help="floats per tile")
+    bench.add_argument("--threads", type=int, default=256)
+    bench.add_argument("--blocks-per-sm", type=int, default=1)
+    bench.add_argument("--quick", action="store_true", help="stages 1,2,4,8, intensities 0,2,8, 10 reps")
+    bench.add_argument("--json", help="write every row (with samples) as JSON")
+    bench.add_argument("--csv", help="write every row as CSV")
+    bench.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except AsyncCopyError as exc:
+        print(f"asynccopy {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

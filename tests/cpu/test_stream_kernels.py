@@ -1,0 +1,58 @@
+"""Every tile-stream kernel compiles for sm_80 and sm_90a; its SASS holds the copy it claims."""
+
+import re
+
+import pytest
+
+from asynccopy import stream
+from asynccopy.bench.stream_bench import DEFAULT_VARIANTS
+
+ARCHS = ["sm_80", "sm_90a"]
+VARIANTS = [pytest.param(name, opts, id=f"{name}-{'-'.join(f'{k}{v}' for k, v in opts.items())}".rstrip("-"))
+            for name, opts in DEFAULT_VARIANTS]
+
+
+def _sass_by_function(sass: str) -> dict[str, str]:
+    """SASS text per function (cuobjdump prints `Function : <mangled name>` before each)."""
+    parts = re.split(r"\n\s*Function : (\S+)", sass)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name, opts", VARIANTS)
+def test_kernel_compiles_and_sass_matches_its_mechanism(name, opts, arch):
+    cfg = stream.StreamConfig.make(name, **opts)
+    module = cfg.compile(arch)
+    functions = _sass_by_function(module.sass())
+    names = [cfg.name_expression()] if cfg.mech.fixed_stages else [cfg.name_expression(s) for s in stream.COMPILED_STAGES]
+    assert len(functions) == len(names), f"expected {len(names)} kernels in the cubin, found {len(functions)}"
+    expected = cfg.expected_sass(arch)
+    for expr in names:
+        mangled = module.symbol_mapping[expr]
+        body = functions[mangled]
+        if expected is None:
+            assert "LDGSTS" not in body and "UBLKCP" not in body, f"{expr}: a synchronous kernel holds an async copy"
+            assert "LDG.E" in body
+        else:
+            assert expected in body, f"{expr} on {arch}: no {expected} in its SASS"
+            assert not re.search(r"\bLDG\.E", body), f"{expr}: an asynchronous kernel also loads through registers"
+
+
+def test_barrier_vec16_on_hopper_is_a_bulk_copy_and_ldgsts_elsewhere():
+    cfg = stream.StreamConfig.make("barrier", 2, vec=16)
+    assert cfg.expected_sass("sm_90a") == "UBLKCP"
+    assert cfg.expected_sass("sm_80") == "LDGSTS"
+    assert stream.StreamConfig.make("barrier", 2, vec=8).expected_sass("sm_90a") == "LDGSTS"
+
+
+def test_ldgsts_cache_mode_reaches_the_sass():
+    cg = stream.StreamConfig.make("ldgsts", 2, vec=16, cache="cg").compile("sm_90a").sass()
+    ca = stream.StreamConfig.make("ldgsts", 2, vec=16, cache="ca").compile("sm_90a").sass()
+    assert "LDGSTS.E.BYPASS.128" in cg
+    assert "LDGSTS.E.128" in ca and "BYPASS" not in ca
+
+
+@pytest.mark.parametrize("vec, width", [(4, ""), (8, ".64"), (16, ".128")])
+def test_ldgsts_copy_width_reaches_the_sass(vec, width):
+    sass = stream.StreamConfig.make("ldgsts", 2, vec=vec, cache="ca").compile("sm_90a").sass()
+    assert re.search(rf"LDGSTS\.E{re.escape(width)}(\.ZFILL)?\s", sass), f"no {vec}-byte LDGSTS"
