@@ -79,7 +79,7 @@ def main() -> None:
         def to_numpy(a):
             return a.cpu().numpy()
 
-    facts = asynccopy.device()
+    facts = asynccopy.device.current()
     module = asynccopy.compile(SOURCE, name_expressions=[name_expression()], name="row_sums")
     rows = facts.sm_count * 5 + 3
     rng = np.random.default_rng()

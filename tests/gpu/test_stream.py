@@ -1,0 +1,127 @@
+"""Every tile-stream mechanism on the GPU: bit-exact copies, float64-referenced arithmetic."""
+
+import numpy as np
+import pytest
+
+import asynccopy
+from asynccopy import stream
+from asynccopy.bench.stream_bench import DEFAULT_VARIANTS
+
+STAGES = (1, 2, 3, 4, 8)
+TILE = 4096
+SIZES = ("one", "partial_float4", "one_tile", "few_tiles", "many_tiles")
+
+
+def _cases():
+    for name, opts in DEFAULT_VARIANTS:
+        mech = stream.MECHANISMS[name]
+        tag = "-".join(f"{k}{v}" for k, v in opts.items())
+        for s in [mech.fixed_stages] if mech.fixed_stages else STAGES:
+            yield pytest.param(name, opts, s, id=f"{name}{'-' + tag if tag else ''}-s{s}")
+
+
+def _size(label, facts):
+    return {
+        "one": 1,
+        "partial_float4": 1003,  # smaller than a tile, not a multiple of 4
+        "one_tile": TILE,
+        "few_tiles": 3 * TILE + 5,
+        "many_tiles": facts.sm_count * TILE * 3 + TILE + 2,  # several tiles per persistent block
+    }[label]
+
+
+def _check(got, host, intensity, tile=TILE):
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} elements never written"
+    if intensity == 0:
+        np.testing.assert_array_equal(got, host)
+    else:
+        np.testing.assert_allclose(got, stream.reference(host, intensity, tile), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("intensity", [0, 3])
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name, opts, stages", list(_cases()))
+def test_mechanism_matches_reference(any_xp, facts, rng, name, opts, stages, size, intensity):
+    n = _size(size, facts)
+    x, host = any_xp.rand(n, rng)
+    out = any_xp.nan(n)
+    y = asynccopy.run(x, name, stages=stages, intensity=intensity, tile=TILE, out=out, **opts)
+    assert y is out
+    any_xp.sync()
+    _check(any_xp.to_numpy(y), host, intensity)
+
+
+def test_output_is_the_callers_kind_and_shape(xp, rng):
+    x, host = xp.rand((64, 1000), rng)
+    y = asynccopy.run(x, "ldgsts", stages=3)
+    assert type(y) is type(x) and tuple(y.shape) == (64, 1000)
+    xp.sync()
+    _check(xp.to_numpy(y), host, 0)
+
+
+def test_runs_on_the_callers_stream(xp, rng):
+    x, host = xp.rand(1 << 20, rng)
+    if xp.name == "cupy":
+        s = xp.mod.cuda.Stream(non_blocking=True)
+        with s:
+            y = asynccopy.run(x, "pipeline", stages=4, intensity=2)
+        s.synchronize()
+    else:
+        s = xp.mod.cuda.Stream()
+        s.wait_stream(xp.mod.cuda.current_stream())
+        with xp.mod.cuda.stream(s):
+            y = asynccopy.run(x, "pipeline", stages=4, intensity=2)
+        s.synchronize()
+    _check(xp.to_numpy(y), host, 2)
+
+
+def test_jax_arrays_in_and_out(rng):
+    jnp = pytest.importorskip("jax.numpy")
+    import jax
+
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX has no GPU backend here")
+    host = rng.uniform(-1, 1, 50_003).astype(np.float32)
+    x = jax.device_put(jnp.asarray(host), jax.devices("gpu")[0])
+    y = asynccopy.run(x, "ldgsts", stages=4, intensity=1)
+    assert isinstance(y, jax.Array)
+    _check(np.asarray(y), host, 1)
+
+
+@pytest.mark.parametrize("stages, tile, threads, blocks_per_sm", [(12, 4096, 256, 1), (3, 8192, 512, 2), (5, 2048, 128, 3)])
+def test_other_shapes(any_xp, facts, rng, stages, tile, threads, blocks_per_sm):
+    n = facts.sm_count * tile * 2 + 77
+    x, host = any_xp.rand(n, rng)
+    y = asynccopy.run(x, "ldgsts", stages=stages, intensity=2, tile=tile, threads=threads,
+                      blocks_per_sm=blocks_per_sm, out=any_xp.nan(n))
+    any_xp.sync()
+    _check(any_xp.to_numpy(y), host, 2, tile)
+
+
+def test_largest_buffer_opts_into_shared_memory(any_xp, facts, rng):
+    # as many 16 KiB stages as the device allows: far above the 48 KB default
+    stages = min(stream.MAX_STAGES, (facts.smem_per_block_optin - 1024) // (TILE * 4))
+    assert stages * TILE * 4 > 48 * 1024
+    n = facts.sm_count * TILE * 4 + 9
+    x, host = any_xp.rand(n, rng)
+    y = asynccopy.run(x, "primitives", stages=stages, out=any_xp.nan(n))
+    any_xp.sync()
+    _check(any_xp.to_numpy(y), host, 0)
+
+
+def test_too_large_for_this_device_is_named(any_xp, facts, rng):
+    x, _ = any_xp.rand(1024, rng)
+    with pytest.raises(asynccopy.ArgumentError, match=rf"needs \d+ KiB of shared memory per block; {facts.name} allows"):
+        asynccopy.run(x, "ldgsts", stages=16, tile=16384, threads=1024)
+
+
+def test_wrong_output_size_is_named(any_xp, rng):
+    x, _ = any_xp.rand(1000, rng)
+    with pytest.raises(asynccopy.ArgumentError, match=r"out has 999 elements, x has 1000"):
+        asynccopy.run(x, "ldgsts", out=any_xp.nan(999))
+
+
+def test_empty_input(any_xp):
+    x = any_xp.nan(0)
+    y = asynccopy.run(x, "ldgsts")
+    assert tuple(y.shape) == (0,)
