@@ -78,7 +78,7 @@ def _layout(obj: object, name: str):
     from cuda.core.utils import StridedMemoryView
 
     try:
-        smv = StridedMemoryView(obj, stream_ptr=-1)
+        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=-1)
     except Exception as exc:
         raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
     if not smv.is_device_accessible or smv.device_id < 0:
@@ -119,7 +119,8 @@ def view(obj: object, name: str, *, stream=None, dtype=np.float32, align: int = 
     if stream is not None:  # establish stream order (DLPack / CAI producer stream → ours) and find the device
         from cuda.core.utils import StridedMemoryView
 
-        smv = StridedMemoryView(obj, stream_ptr=int(stream.handle))
+        # 0 (the NULL stream) is ambiguous in DLPack; the legacy default stream is 1 there
+        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=int(stream.handle) or 1)
         device_id = smv.device_id
     return DeviceArray(obj, ptr, size, shape, want, device_id)
 
@@ -151,7 +152,9 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     if kind == "cupy":
         import cupy
 
-        with cupy.cuda.Device(src.device_id), cupy.cuda.ExternalStream(int(stream.handle)):
+        external = getattr(cupy.cuda.Stream, "from_external", None)
+        cp_stream = external(stream) if external else cupy.cuda.ExternalStream(int(stream.handle))
+        with cupy.cuda.Device(src.device_id), cp_stream:
             arr = cupy.empty(src.shape, dtype=src.dtype)
         return Output(int(arr.data.ptr), arr)
     if kind == "torch":

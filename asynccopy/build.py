@@ -245,7 +245,8 @@ class Module:
             from cuda.core import ObjectCode
 
             if self._object is None:
-                self._object = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=self.symbol_mapping)
+                mapping = {k: v.encode() for k, v in self.symbol_mapping.items()}  # cuda.core wants bytes
+                self._object = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=mapping)
             self._kernels[name] = self._object.get_kernel(name)
         return self._kernels[name]
 
@@ -353,7 +354,7 @@ def disassemble(cubin: bytes, *, what: str = "--dump-sass") -> str:
 _smem_opt_in: set[tuple[int, int, int]] = set()
 
 
-def _check_driver(result, what: str):
+def check_driver(result, what: str):
     from cuda.bindings import driver
 
     err = result[0]
@@ -372,10 +373,10 @@ def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:
         return
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     if isinstance(handle, driver.CUkernel):
-        _check_driver(driver.cuKernelSetAttribute(attr, nbytes, handle, driver.CUdevice(device_id)),
+        check_driver(driver.cuKernelSetAttribute(attr, nbytes, handle, driver.CUdevice(device_id)),
                       f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
     else:
-        _check_driver(driver.cuFuncSetAttribute(handle, attr, nbytes),
+        check_driver(driver.cuFuncSetAttribute(handle, attr, nbytes),
                       f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
     _smem_opt_in.add(memo)
 
