@@ -30,7 +30,6 @@ from .errors import CompileError, DeviceError
 
 SCHEMA = 1
 _MAGIC = b"asynccopy-cubin\n"
-_DYNAMIC_SMEM_DEFAULT = 48 * 1024
 
 # ---------------------------------------------------------------------------------------------
 # Toolchain: include paths, versions, arch names
@@ -386,7 +385,7 @@ def launch(kernel, *args, grid, block, stream, shmem: int = 0, cluster=None) -> 
     from cuda.core import LaunchConfig
     from cuda.core import launch as core_launch
 
-    if shmem > _DYNAMIC_SMEM_DEFAULT:
+    if shmem > 0:  # static + dynamic above 48 KB needs the opt-in; setting it always is cheap (memoized)
         allow_dynamic_smem(kernel, shmem, stream.device.device_id)
     config = LaunchConfig(grid=grid, block=block, shmem_size=shmem, cluster=cluster)
     core_launch(stream, config, kernel, *args)
