@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -227,7 +227,11 @@ def clear_memory_cache() -> None:
 
 @dataclass
 class Module:
-    """A compiled cubin; its kernels load lazily (loading needs a GPU, compiling does not)."""
+    """A compiled cubin; its kernels load lazily (loading needs a GPU, compiling does not).
+
+    Every Module of one cache key shares one loaded ObjectCode and its kernels (``_loaded``), so a
+    memory-cache hit costs no module load.
+    """
 
     cubin: bytes
     symbol_mapping: dict[str, str]
@@ -235,19 +239,19 @@ class Module:
     name: str
     source: str  # "compiled", "disk cache" or "memory cache"
     log: str = ""
-    _object: object = field(default=None, repr=False)
-    _kernels: dict = field(default_factory=dict, repr=False)
+    _loaded: dict = field(default_factory=dict, repr=False)
 
     def kernel(self, name: str):
         """The ``cuda.core.Kernel`` for an ``extern "C"`` name or a compiled name expression."""
-        if name not in self._kernels:
+        kernels = self._loaded.setdefault("kernels", {})
+        if name not in kernels:
             from cuda.core import ObjectCode
 
-            if self._object is None:
+            if "object" not in self._loaded:
                 mapping = {k: v.encode() for k, v in self.symbol_mapping.items()}  # cuda.core wants bytes
-                self._object = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=mapping)
-            self._kernels[name] = self._object.get_kernel(name)
-        return self._kernels[name]
+                self._loaded["object"] = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=mapping)
+            kernels[name] = self._loaded["object"].get_kernel(name)
+        return kernels[name]
 
     def sass(self) -> str:
         """The SASS of this cubin (cuobjdump; works without a GPU)."""
@@ -282,7 +286,7 @@ def compile(
     with _memory_lock:
         hit = _memory.get(key)
     if hit is not None:
-        return Module(hit.cubin, hit.symbol_mapping, hit.arch, name, "memory cache", hit.log)
+        return replace(hit, name=name, source="memory cache")  # shares hit._loaded
 
     directory = cache_dir()
     entry_path = directory / f"{key}.cubin" if directory is not None else None

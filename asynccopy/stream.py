@@ -6,6 +6,7 @@ Data flows one way: arguments → :class:`StreamConfig` (validated, pure Python)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -189,12 +190,18 @@ def default_stages(tile: int, bytes_in_flight: int = 48 * 1024) -> int:
     return max(2, min(MAX_STAGES, 1 + math.ceil(bytes_in_flight / (tile * 4))))
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(cfg: StreamConfig, arch: str):
+    """The loaded kernel of cfg: resolved once, so that a launch costs only the launch."""
+    return cfg.compile(arch).kernel(cfg.name_expression())
+
+
 def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int, *, stream,
            facts: device.DeviceFacts, blocks_per_sm: int = 1) -> None:
     """Launch one tile-stream kernel on raw device pointers (checked arguments only)."""
     if n == 0:
         return
-    kernel = cfg.compile(facts.arch).kernel(cfg.name_expression())
+    kernel = _kernel(cfg, facts.arch)
     n_tiles = -(-n // cfg.tile)
     grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
     build.launch(kernel, in_ptr, out_ptr, np.uint64(n), np.int32(intensity),

@@ -3,6 +3,7 @@ and the device-to-device copy bandwidth that every figure is compared against.""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import numpy as np
 from .. import build, device
 
 
+@functools.lru_cache(maxsize=None)
 def _util():
     return build.compile(build.read_kernel("util.cu"), name="util")
 
