@@ -71,7 +71,7 @@ def cmd_bench(args) -> int:
         raise AsyncCopyError("no configuration to run (every one was filtered out or does not fit)")
     result = stream_bench.run(cfgs, intensities, size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
                               blocks_per_sm=args.blocks_per_sm)
-    columns = [("label", "mechanism", ""), ("stages", "stages", "d"), ("intensity", "intensity", "d"),
+    columns = [("label", "mechanism", ""), ("copy_op", "copy", ""), ("stages", "stages", "d"), ("intensity", "intensity", "d"),
                ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"), ("pct_copy", "% copy", ".1f"),
                ("speedup_vs_sync", "x sync", ".2f")]
     rows = sorted(result.rows, key=lambda r: (r.intensity, r.ms))
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")
     bench.add_argument("--stages", type=_ints, default=(1, 2, 3, 4, 6, 8))
-    bench.add_argument("--intensities", type=_ints, default=(0, 1, 2, 4, 8, 16))
+    bench.add_argument("--intensities", type=_ints, default=(0, 1, 2, 4, 8, 12, 16, 24))
     bench.add_argument("--size-mib", type=int, default=1024, help="input size (the output is as large)")
     bench.add_argument("--reps", type=int, default=20)
     bench.add_argument("--warmup", type=int, default=3)

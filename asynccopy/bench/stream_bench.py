@@ -18,7 +18,7 @@ from ..errors import AsyncCopyError
 from .harness import Scratch, copy_bandwidth, make_rotation, median, time_ms
 
 DEFAULT_STAGES = (1, 2, 3, 4, 6, 8)
-DEFAULT_INTENSITIES = (0, 1, 2, 4, 8, 16)
+DEFAULT_INTENSITIES = (0, 1, 2, 4, 8, 12, 16, 24)
 # (mechanism, options) variants swept by default; each multi-stage one over every stage count.
 DEFAULT_VARIANTS = (
     ("sync", {}),
@@ -42,6 +42,7 @@ class Row:
     stages: int
     vec: int | None
     cache: str | None
+    copy_op: str  # what moves the data on this arch: LDGSTS, UBLKCP (TMA bulk) or LDG (registers)
     intensity: int
     ms: float
     gbps: float  # bytes read + written per second / 1e9
@@ -142,7 +143,8 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
             samples = time_ms(one, s, warmup=warmup, reps=reps)
             ms = median(samples)
             gbps = 2 * 4 * n / (ms * 1e-3) / 1e9
-            rows.append(Row(cfg.mechanism, cfg.label(), cfg.stages, cfg.vec, cfg.cache, k, ms, gbps,
+            rows.append(Row(cfg.mechanism, cfg.label(), cfg.stages, cfg.vec, cfg.cache,
+                            cfg.expected_sass(facts.arch) or "LDG", k, ms, gbps,
                             100 * gbps / copy_gbps, samples_ms=samples))
             times.append(ms)
         progress(f"[{i:3d}/{len(cfgs)}] {cfg.label():18s} stages={cfg.stages}: "
@@ -170,12 +172,12 @@ def summary(result: StreamBench) -> list[str]:
     rows = result.rows
     lines = [f"device-to-device copy: {result.copy_gbps:.0f} GB/s ({result.copy_ms:.3f} ms for "
              f"{result.n * 4 / 2**30:.2f} GiB read + the same written)"]
-    async_rows = [r for r in rows if stream.MECHANISMS[r.mechanism].fixed_stages is None]
-    zero = [r for r in async_rows if r.intensity == 0]
-    if zero:
-        best = max(zero, key=lambda r: r.gbps)
-        lines.append(f"intensity 0: best asynchronous mechanism {best.label} stages={best.stages}: {best.gbps:.0f} GB/s "
-                     f"= {best.pct_copy:.1f}% of the copy bandwidth")
+    for op in ("LDGSTS", "UBLKCP", "LDG"):
+        zero = [r for r in rows if r.intensity == 0 and r.copy_op == op]
+        if zero:
+            best = max(zero, key=lambda r: r.gbps)
+            lines.append(f"intensity 0, best {op:6s}: {best.label} stages={best.stages}: {best.gbps:.0f} GB/s "
+                         f"= {best.pct_copy:.1f}% of the copy bandwidth")
     k = balanced_intensity(rows)
     if k is not None:
         at = [r for r in rows if r.intensity == k]
