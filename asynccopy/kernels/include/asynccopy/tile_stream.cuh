@@ -57,27 +57,37 @@ __device__ __forceinline__ void compute_tile(const float* tile, float* __restric
     static_assert(TILE % (4 * THREADS) == 0, "TILE must be a multiple of 4 * THREADS");
     constexpr int NV = TILE / 4;
     constexpr int NEIGHBOR = NV / 2 + 1;  // a float4 in the other half of the tile: another thread's
+    constexpr int NJ = NV / THREADS;      // float4s per thread
     const float4* tile4 = reinterpret_cast<const float4*>(tile);
     const u64 valid = valid_elems<TILE>(t, n);
     float* out_tile = out + t * TILE;
+    float4 acc[NJ];
 #pragma unroll
-    for (int j = 0; j < NV / THREADS; ++j) {
-        const int v = threadIdx.x + j * THREADS;
-        float4 acc = tile4[v];
-        int nb = v;
-        for (int k = 0; k < intensity; ++k) {
-            nb += NEIGHBOR;
-            if (nb >= NV) nb -= NV;
-            acc = mix_round(acc, tile4[nb]);
+    for (int j = 0; j < NJ; ++j) acc[j] = tile4[threadIdx.x + j * THREADS];
+    // Rounds outside, a thread's float4s inside: NJ independent shared loads and FMA chains per
+    // round, so the compute is limited by issue rather than by one chain's latency.
+    int nb = threadIdx.x;  // neighbour of float4 j is (nb + j * THREADS) mod NV
+    for (int k = 0; k < intensity; ++k) {
+        nb += NEIGHBOR;
+        if (nb >= NV) nb -= NV;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            int idx = nb + j * THREADS;
+            if (idx >= NV) idx -= NV;
+            acc[j] = mix_round(acc[j], tile4[idx]);
         }
+    }
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        const int v = threadIdx.x + j * THREADS;
         if (valid == TILE) {
-            reinterpret_cast<float4*>(out_tile)[v] = acc;
+            reinterpret_cast<float4*>(out_tile)[v] = acc[j];
         } else {
             const u64 e = 4ull * v;
-            if (e + 0 < valid) out_tile[e + 0] = acc.x;
-            if (e + 1 < valid) out_tile[e + 1] = acc.y;
-            if (e + 2 < valid) out_tile[e + 2] = acc.z;
-            if (e + 3 < valid) out_tile[e + 3] = acc.w;
+            if (e + 0 < valid) out_tile[e + 0] = acc[j].x;
+            if (e + 1 < valid) out_tile[e + 1] = acc[j].y;
+            if (e + 2 < valid) out_tile[e + 2] = acc[j].z;
+            if (e + 3 < valid) out_tile[e + 3] = acc[j].w;
         }
     }
 }
