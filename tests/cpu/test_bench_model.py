@@ -1,0 +1,67 @@
+"""The bench's arithmetic on synthetic rows: balanced intensity, speedups, summary, reporters."""
+
+import csv
+import json
+
+from asynccopy.bench import report, stream_bench
+from asynccopy.bench.stream_bench import Row, StreamBench
+
+
+def _row(mech, stages, k, ms, op="LDGSTS", label=None):
+    gbps = 2 * 4 * (1 << 28) / (ms * 1e-3) / 1e9
+    return Row(mech, label or mech, stages, None, None, op, k, ms, gbps, 100 * gbps / 4000.0)
+
+
+def _bench(rows):
+    sync = {r.intensity: r.ms for r in rows if r.mechanism == "sync"}
+    for r in rows:
+        r.speedup_vs_sync = sync[r.intensity] / r.ms
+    return StreamBench({}, 1 << 28, 4096, 256, 1, 0.5, 4000.0, rows)
+
+
+ROWS = [
+    _row("sync", 1, 0, 0.70, "LDG"), _row("sync", 1, 4, 1.00, "LDG"), _row("sync", 1, 8, 1.45, "LDG"),
+    _row("sync", 1, 16, 2.20, "LDG"),
+    _row("sync_double", 2, 0, 0.66, "LDG"), _row("sync_double", 2, 8, 0.80, "LDG"),
+    _row("ldgsts", 4, 0, 0.55), _row("ldgsts", 4, 8, 0.75), _row("ldgsts", 1, 8, 1.40),
+    _row("barrier", 4, 8, 0.70, "UBLKCP"), _row("barrier", 4, 0, 0.54, "UBLKCP"),
+]
+
+
+def test_balanced_intensity_is_where_sync_doubles():
+    assert stream_bench.balanced_intensity(ROWS) == 8  # 1.45 / 0.70 = 2.07, nearest to 2
+
+
+def test_balanced_intensity_needs_sync_rows():
+    assert stream_bench.balanced_intensity([r for r in ROWS if r.mechanism != "sync"]) is None
+
+
+def test_summary_names_each_copy_instruction():
+    lines = stream_bench.summary(_bench([Row(**vars(r)) for r in ROWS]))
+    text = "\n".join(lines)
+    assert "intensity 0, best LDGSTS: ldgsts stages=4" in text
+    assert "intensity 0, best UBLKCP: barrier stages=4" in text
+    assert "balanced intensity 8: sync 1.450 ms = 2.07 x its intensity-0 time" in text
+    assert "best multi-stage LDGSTS: ldgsts stages=4: 0.750 ms, 1.93x sync" in text  # stages=1 is not multi-stage
+    assert "best multi-stage UBLKCP: barrier stages=4: 0.700 ms, 2.07x sync" in text
+    assert "sync_double (register-staged, ordinary loads): 0.800 ms, 1.81x sync" in text
+
+
+def test_table_and_files(tmp_path):
+    rows = ROWS[:3]
+    text = report.table(rows, [("label", "mechanism", ""), ("ms", "ms", ".3f"), ("speedup_vs_sync", "x sync", ".2f")])
+    lines = text.splitlines()
+    assert lines[0].split() == ["mechanism", "ms", "x", "sync"] and lines[2].split() == ["sync", "0.700", "-"]
+    payload = {"rows": rows, "copy_gbps": 4000.0}
+    report.write(tmp_path / "r.json", payload)
+    assert json.loads((tmp_path / "r.json").read_text())["rows"][1]["intensity"] == 4
+    report.write(tmp_path / "r.csv", payload)
+    got = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert [g["intensity"] for g in got] == ["0", "4", "8"] and "samples_ms" not in got[0]
+
+
+def test_configs_filter_and_fit():
+    cfgs = stream_bench.configs(["sync", "ldgsts"], (1, 2, 16), smem_limit=227 * 1024, where="sm_90a")
+    labels = {(c.label(), c.stages) for c in cfgs}
+    assert ("sync", 1) in labels and ("ldgsts vec16 .cg", 2) in labels
+    assert not any(s == 16 for _, s in labels)  # 16 x 16 KiB does not fit in 227 KiB
