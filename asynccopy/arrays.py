@@ -168,3 +168,29 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     buf = Device(src.device_id).allocate(max(src.size, 1) * src.dtype.itemsize, stream=stream)
     smv = StridedMemoryView.from_buffer(buf, shape=src.shape, dtype=src.dtype)
     return Output(int(smv.ptr), smv, jax=kind in ("jax", "jaxlib"))
+
+
+def to_host(ptr: int, nbytes: int, stream) -> np.ndarray:
+    """nbytes from device memory at ptr, in order after the work queued on stream (a cuda.core Stream)."""
+    from cuda.bindings import driver
+
+    from .build import check_driver
+
+    out = np.empty(max(nbytes, 1), dtype=np.uint8)
+    if nbytes:
+        check_driver(driver.cuMemcpyDtoHAsync(out.ctypes.data, ptr, nbytes, int(stream.handle)), "cuMemcpyDtoHAsync")
+    stream.sync()
+    return out[:nbytes]
+
+
+def to_device(host: np.ndarray, ptr: int, stream) -> None:
+    """Copy a contiguous host array to device memory at ptr, in order on stream (synchronized)."""
+    from cuda.bindings import driver
+
+    from .build import check_driver
+
+    host = np.ascontiguousarray(host)
+    if host.nbytes:
+        check_driver(driver.cuMemcpyHtoDAsync(ptr, host.ctypes.data, host.nbytes, int(stream.handle)),
+                     "cuMemcpyHtoDAsync")
+    stream.sync()  # the host array may go away after we return

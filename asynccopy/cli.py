@@ -41,7 +41,10 @@ def cmd_info(args) -> int:
     units = [("util.cu", lambda: build.compile(build.read_kernel("util.cu"), arch=arch, name="util"))]
     for mech in stream.mechanisms():
         cfg = stream.StreamConfig.make(mech.name)
-        units.append((f"stream.cu {mech.name}", lambda cfg=cfg: cfg.compile(arch)))
+        if not cfg.compiles_for(arch):
+            print(f"  {mech.source} {mech.name}: skipped (needs CC {mech.min_cc[0]}.{mech.min_cc[1]})")
+            continue
+        units.append((f"{mech.source} {mech.name}", lambda cfg=cfg: cfg.compile(arch)))
     for label, make in units:
         t0 = time.perf_counter()
         module = make()
@@ -61,12 +64,14 @@ def cmd_bench(args) -> int:
     from .bench import report, stream_bench
 
     facts = device.current()  # fails here, in one line, without a GPU
+    if args.chunks:
+        return _bench_chunks(args)
     if args.quick:
         stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
     else:
         stages, intensities, reps = args.stages, args.intensities, args.reps
     cfgs = stream_bench.configs(args.mechanisms, stages, tile=args.tile, threads=args.threads,
-                                smem_limit=facts.smem_per_block_optin, where=facts.name)
+                                smem_limit=facts.smem_per_block_optin, where=facts.name, arch=facts.arch)
     if not cfgs:
         raise AsyncCopyError("no configuration to run (every one was filtered out or does not fit)")
     result = stream_bench.run(cfgs, intensities, size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
@@ -86,6 +91,57 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.lower().replace(",", "x").split("x") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a shape like 64x64, got {text!r}") from None
+
+
+def cmd_tensormap_check(args) -> int:
+    from . import tensormap
+
+    spec = tensormap.TensorMapSpec.from_numpy_order(
+        args.dtype, args.shape, box=args.box, strides_bytes=args.strides, element_strides=args.element_strides,
+        address=int(args.address, 0), swizzle=args.swizzle, interleave=args.interleave, oob_fill=args.oob_fill,
+        l2_promotion=args.l2_promotion)
+    tensormap.validate(spec, lint=not args.no_lint)
+    if args.smem_offset is not None:
+        tensormap.check_smem_destination(args.smem_offset, spec.swizzle)
+    print(f"ok: rank {spec.rank} {spec.dtype}, global dims (innermost first) {spec.dims}, strides {spec.strides} B, "
+          f"box {spec.box} = {spec.box_bytes} B per load, swizzle {spec.swizzle}: shared destination "
+          f"{tensormap.SWIZZLE_REPEAT[spec.swizzle]}-byte aligned")
+    return 0
+
+
+def cmd_swizzle(args) -> int:
+    from . import swizzle
+
+    if len(args.box) != 2:
+        raise AsyncCopyError(f"--box takes rows x cols (2D), got {'x'.join(map(str, args.box))}")
+    print(swizzle.describe(args.box[0], args.box[1], args.dtype, args.mode, args.base, args.rows))
+    return 0
+
+
+def _bench_chunks(args) -> int:
+    from .bench import report, stream_bench
+
+    copy_gbps, rows = stream_bench.chunk_sweep(size_bytes=args.size_mib << 20, reps=args.reps, warmup=args.warmup)
+    print(report.table(rows, [("chunk_bytes", "chunk B", "d"), ("mechanism", "mechanism", ""),
+                              ("threads", "threads", "d"), ("stages", "stages", "d"),
+                              ("blocks_per_sm", "blocks/SM", "d"), ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"),
+                              ("pct_copy", "% copy", ".1f")]))
+    at = stream_bench.crossover(rows)
+    print(f"\ndevice-to-device copy: {copy_gbps:.0f} GB/s")
+    print(f"TMA (tma_1d_pipeline) >= LDGSTS (ldgsts vec16 .cg) from {at} B chunks on" if at else
+          "TMA never overtakes LDGSTS for good in this sweep")
+    for path in (args.json, args.csv):
+        if path:
+            report.write(path, {"copy_gbps": copy_gbps, "rows": rows})
+            print(f"wrote {path}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asynccopy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -96,6 +152,31 @@ def parser() -> argparse.ArgumentParser:
 
     mech = sub.add_parser("mechanisms", help="list the tile-stream mechanisms and what each needs")
     mech.set_defaults(fn=cmd_mechanisms)
+
+    tmap = sub.add_parser("tensormap", help="tensor maps (TMA descriptors)")
+    tsub = tmap.add_subparsers(dest="tensormap_command", required=True)
+    check = tsub.add_parser("check", help="validate a tensor map before any driver sees it (no GPU needed)")
+    check.add_argument("--dtype", required=True, help="float32, bf16, float16, uint8, ...")
+    check.add_argument("--shape", type=_shape, required=True, help="array shape, outermost first: 1024x1024")
+    check.add_argument("--box", type=_shape, required=True, help="box, outermost first: 64x64")
+    check.add_argument("--strides", type=_shape, default=None, help="byte strides, outermost first (default: dense)")
+    check.add_argument("--element-strides", type=_shape, default=None)
+    check.add_argument("--address", default="0", help="global address (default 0, i.e. aligned)")
+    check.add_argument("--swizzle", default="none", help="none, 32B, 64B, 128B")
+    check.add_argument("--interleave", default="none", help="none, 16B, 32B")
+    check.add_argument("--oob-fill", default="zero", help="zero or nan")
+    check.add_argument("--l2-promotion", default="none", help="none, 64B, 128B, 256B")
+    check.add_argument("--smem-offset", type=int, default=None, help="also check a shared destination offset")
+    check.add_argument("--no-lint", action="store_true", help="only the driver's own rules")
+    check.set_defaults(fn=cmd_tensormap_check)
+
+    swz = sub.add_parser("swizzle", help="a TMA swizzle's shared-memory layout and its bank conflicts")
+    swz.add_argument("--mode", default="128B", help="none, 32B, 64B, 128B")
+    swz.add_argument("--box", type=_shape, default=(64, 64), help="rows x cols")
+    swz.add_argument("--dtype", default="bf16")
+    swz.add_argument("--base", type=int, default=0, help="destination offset inside the swizzle repeat (bytes)")
+    swz.add_argument("--rows", type=int, default=16, help="rows of the layout to print")
+    swz.set_defaults(fn=cmd_swizzle)
 
     bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")
@@ -108,6 +189,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--threads", type=int, default=256)
     bench.add_argument("--blocks-per-sm", type=int, default=1)
     bench.add_argument("--quick", action="store_true", help="stages 1,2,4,8, intensities 0,2,8, 10 reps")
+    bench.add_argument("--chunks", action="store_true",
+                       help="instead: the chunk-size sweep of LDGSTS against TMA bulk copies (CC 9.0)")
     bench.add_argument("--json", help="write every row (with samples) as JSON")
     bench.add_argument("--csv", help="write every row as CSV")
     bench.set_defaults(fn=cmd_bench)

@@ -30,6 +30,8 @@ class Mechanism:
     caches: tuple[str, ...] = ()  # cp.async cache modes it accepts
     default_vec: int | None = None
     default_cache: str | None = None
+    source: str = "stream.cu"  # the kernel file
+    producer_warps: int = 0  # warps added to the block to issue copies (warp-specialized kernels)
 
     def describe(self) -> str:
         stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
@@ -57,6 +59,12 @@ MECHANISMS: dict[str, Mechanism] = {
         ),
         Mechanism("cg", "cooperative_groups::memcpy_async + cg::wait_prior", (8, 0), None),
         Mechanism("primitives", "__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior", (8, 0), None),
+        Mechanism("tma_1d", "TMA bulk copy: cuda::device::memcpy_async_tx + barrier_arrive_tx, one elected thread",
+                  (9, 0), 1, source="stream_tma.cu"),
+        Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers", (9, 0), None,
+                  source="stream_tma.cu", producer_warps=1),
+        Mechanism("tma_2d", "TMA 2D tensor copies (rows of 64 floats) from a producer warp", (9, 0), None,
+                  source="stream_tma.cu", producer_warps=1),
     )
 }
 
@@ -124,6 +132,12 @@ class StreamConfig:
             raise ArgumentError(f"cache must be 'ca' or 'cg', got {cache!r}")
         if cache == "cg" and vec != 16:
             raise ArgumentError(f"cache='cg' (L1 bypass) needs vec=16 (PTX allows .cg only for 16-byte copies), got vec={vec}")
+        if threads + 32 * mech.producer_warps > 1024:
+            raise ArgumentError(f"{mechanism!r} adds {mech.producer_warps} producer warp(s): threads + "
+                                f"{32 * mech.producer_warps} must be <= 1024, got threads={threads}")
+        if mechanism == "tma_2d" and (tile % 64 or tile // 64 > 256):
+            raise ArgumentError(f"tma_2d loads a tile as a box of rows of 64 floats: tile must be a multiple of 64 "
+                                f"and at most 256 rows (16384 floats), got {tile}")
         return StreamConfig(mechanism, stages, threads, tile, vec, cache)
 
     @property
@@ -156,6 +170,9 @@ class StreamConfig:
             "barrier": f"stream_barrier<{t}, {tile}, {s}, {self.vec}>",
             "cg": f"stream_cg<{t}, {tile}, {s}>",
             "primitives": f"stream_primitives<{t}, {tile}, {s}>",
+            "tma_1d": f"stream_tma_1d<{t}, {tile}>",
+            "tma_1d_pipeline": f"stream_tma_1d_pipeline<{t}, {tile}, {s}>",
+            "tma_2d": f"stream_tma_2d<{t}, {tile}, {s}>",
         }[self.mechanism]
 
     def label(self) -> str:
@@ -166,17 +183,33 @@ class StreamConfig:
             extra += f" .{self.cache}"
         return f"{self.mechanism}{extra}"
 
+    @property
+    def block(self) -> int:
+        """Threads per block: the computing threads plus any producer warps."""
+        return self.threads + 32 * self.mech.producer_warps
+
+    def compiles_for(self, arch: str) -> bool:
+        return build.cc_of_arch(arch) >= self.mech.min_cc
+
     def compile(self, arch: str | None = None) -> build.Module:
         """Build this kernel's module: every stage count in COMPILED_STAGES (plus its own) at once."""
+        if arch is not None and not self.compiles_for(arch):
+            need = self.mech.min_cc
+            raise ArgumentError(f"mechanism {self.mechanism!r} needs compute capability {need[0]}.{need[1]}; "
+                                f"{build.parse_arch(arch)} is below it")
         if self.mech.fixed_stages is not None:
             names = (self.name_expression(),)
         else:
             names = tuple(self.name_expression(s) for s in sorted(set(COMPILED_STAGES) | {self.stages}))
-        return build.compile(build.read_kernel("stream.cu"), arch=arch, name_expressions=names,
+        return build.compile(build.read_kernel(self.mech.source), arch=arch, name_expressions=names,
                              name=f"stream_{self.mechanism}")
 
     def expected_sass(self, arch: str) -> str | None:
         """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
+        if self.mechanism in ("tma_1d", "tma_1d_pipeline"):
+            return "UBLKCP"
+        if self.mechanism == "tma_2d":
+            return "UTMALDG"
         if self.mech.fixed_stages is not None:
             return None
         if self.mechanism == "barrier" and self.vec == 16 and build.cc_of_arch(arch) >= (9, 0):
@@ -204,8 +237,23 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
     kernel = _kernel(cfg, facts.arch)
     n_tiles = -(-n // cfg.tile)
     grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
-    build.launch(kernel, in_ptr, out_ptr, np.uint64(n), np.int32(intensity),
-                 grid=grid, block=cfg.threads, stream=stream, shmem=cfg.smem_bytes)
+    args = (in_ptr, out_ptr, np.uint64(n), np.int32(intensity))
+    if cfg.mechanism == "tma_2d":
+        if n < 64:
+            raise ArgumentError(f"tma_2d views the array as rows of 64 floats and needs n >= 64, got n={n}")
+        args = (_rows_map(in_ptr, n, cfg.tile, facts.device_id),) + args
+    build.launch(kernel, *args, grid=grid, block=cfg.block, stream=stream, shmem=cfg.smem_bytes)
+
+
+@functools.lru_cache(maxsize=64)
+def _rows_map(ptr: int, n: int, tile: int, device_id: int):
+    """The tensor map of tma_2d: the first n // 64 rows of 64 floats at ptr, boxes of tile // 64 rows."""
+    from cuda.core import Buffer
+    from cuda.core.utils import StridedMemoryView
+
+    rows = n // 64
+    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, rows * 64 * 4), shape=(rows, 64), dtype=np.float32)
+    return view.as_tensor_map(box_dim=(tile // 64, 64))
 
 
 def check_intensity(intensity) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import build, device
+from .. import arrays, build, device
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,13 +43,7 @@ class Scratch:
 
     def to_host(self, buf, n: int) -> np.ndarray:
         """The first n floats of a device buffer, in order after the work queued on this stream."""
-        from cuda.bindings import driver
-
-        out = np.empty(max(n, 1), dtype=np.float32)
-        build.check_driver(driver.cuMemcpyDtoHAsync(out.ctypes.data, int(buf.handle), n * 4, int(self.stream.handle)),
-                           "cuMemcpyDtoHAsync")
-        self.stream.sync()
-        return out[:n]
+        return arrays.to_host(int(buf.handle), n * 4, self.stream).view(np.float32)
 
 
 def time_ms(fn, stream, *, warmup: int = 3, reps: int = 20) -> list[float]:

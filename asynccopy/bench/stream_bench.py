@@ -32,6 +32,9 @@ DEFAULT_VARIANTS = (
     ("barrier", {"vec": 8}),
     ("cg", {}),
     ("primitives", {}),
+    ("tma_1d", {}),
+    ("tma_1d_pipeline", {}),
+    ("tma_2d", {}),
 )
 
 
@@ -67,9 +70,9 @@ class StreamBench:
 
 
 def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, smem_limit=None,
-            where="this device") -> list[stream.StreamConfig]:
+            where="this device", arch=None) -> list[stream.StreamConfig]:
     """The swept configurations: DEFAULT_VARIANTS filtered by mechanism, each over ``stages``;
-    configurations that cannot fit ``smem_limit`` are left out."""
+    configurations that cannot fit ``smem_limit`` or need more than ``arch`` has are left out."""
     out = []
     for name, opts in DEFAULT_VARIANTS:
         if mechanisms and name not in mechanisms:
@@ -77,6 +80,8 @@ def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, s
         mech = stream.MECHANISMS[name]
         for s in ([mech.fixed_stages] if mech.fixed_stages else stages):
             cfg = stream.StreamConfig.make(name, s, tile=tile, threads=threads, **opts)
+            if arch is not None and not cfg.compiles_for(arch):
+                continue
             if smem_limit is not None:
                 try:
                     cfg.check_fits(smem_limit, where)
@@ -195,3 +200,75 @@ def summary(result: StreamBench) -> list[str]:
             lines.append(f"  sync_double (register-staged, ordinary loads): {dbl[0].ms:.3f} ms, "
                          f"{dbl[0].speedup_vs_sync:.2f}x sync")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk-size sweep: where does TMA overtake LDGSTS?
+
+DEFAULT_CHUNKS = (512, 1024, 2048, 4096, 8192, 16384, 32768)  # bytes per tile (one copy stage of a block)
+CHUNK_STAGES = 4
+CHUNK_BYTES_PER_SM = 64 * 1024  # blocks per SM chosen to keep this much buffer per SM
+
+
+@dataclass
+class ChunkRow:
+    chunk_bytes: int
+    mechanism: str
+    threads: int
+    stages: int
+    blocks_per_sm: int
+    ms: float
+    gbps: float
+    pct_copy: float
+
+
+def chunk_configs(chunk: int, mechanisms=("ldgsts", "tma_1d_pipeline")) -> list[tuple[stream.StreamConfig, int]]:
+    """The same tile, threads, stages and blocks per SM for each mechanism at one chunk size."""
+    tile = chunk // 4
+    threads = max(32, min(256, chunk // 16))
+    bps = max(1, min(16, CHUNK_BYTES_PER_SM // (CHUNK_STAGES * chunk)))
+    return [(stream.StreamConfig.make(m, CHUNK_STAGES, tile=tile, threads=threads), bps) for m in mechanisms]
+
+
+def chunk_sweep(chunks=DEFAULT_CHUNKS, *, size_bytes: int = 1 << 30, reps: int = 20, warmup: int = 3,
+                seed: int | None = None, progress=None) -> tuple[float, list[ChunkRow]]:
+    """Intensity-0 throughput of LDGSTS (16 B, .cg) and TMA bulk copies per chunk size, each checked first."""
+    from cuda.core import Device
+
+    facts = device.require((9, 0), "the LDGSTS / TMA chunk sweep")
+    progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    seed = int(time.time_ns() % (1 << 31)) if seed is None else seed
+    s = Device(facts.device_id).create_stream()
+    scratch = Scratch(s, facts)
+    n = size_bytes // 4
+    rot = make_rotation(scratch, n, seed=seed)
+    _, copy_gbps = copy_bandwidth(rot, s, warmup=warmup, reps=reps)
+    rows = []
+    for chunk in chunks:
+        for cfg, bps in chunk_configs(chunk):
+            cfg.compile(facts.arch)
+            check(cfg, scratch, (0,), seed=seed + chunk)
+
+            def one(r: int, cfg=cfg, bps=bps) -> None:
+                x, y = rot.pair(r)
+                stream.launch(cfg, int(x.handle), int(y.handle), n, 0, stream=s, facts=facts, blocks_per_sm=bps)
+
+            ms = median(time_ms(one, s, warmup=warmup, reps=reps))
+            gbps = 2 * 4 * n / (ms * 1e-3) / 1e9
+            rows.append(ChunkRow(chunk, cfg.mechanism, cfg.threads, cfg.stages, bps, ms, gbps, 100 * gbps / copy_gbps))
+        progress(f"chunk {chunk:6d} B: " + "  ".join(f"{r.mechanism} {r.gbps:.0f} GB/s" for r in rows[-2:]))
+    for buf in rot.inputs + rot.outputs:
+        buf.close()
+    return copy_gbps, rows
+
+
+def crossover(rows: list[ChunkRow]) -> int | None:
+    """The smallest chunk from which TMA is at least as fast as LDGSTS at every larger chunk."""
+    by_chunk: dict[int, dict[str, float]] = {}
+    for r in rows:
+        by_chunk.setdefault(r.chunk_bytes, {})[r.mechanism] = r.gbps
+    chunks = sorted(by_chunk)
+    for i, c in enumerate(chunks):
+        if all(by_chunk[d].get("tma_1d_pipeline", 0) >= by_chunk[d].get("ldgsts", 0) for d in chunks[i:]):
+            return c
+    return None

@@ -13,6 +13,29 @@ def test_info_with_arch_needs_no_gpu(capsys):
     assert "compiling every kernel for sm_90a" in out
     for name in ("sync", "sync_double", "ldgsts", "pipeline", "barrier", "cg", "primitives"):
         assert f"stream.cu {name} " in out
+    for name in ("tma_1d", "tma_1d_pipeline", "tma_2d"):
+        assert f"stream_tma.cu {name} " in out
+
+
+def test_info_for_ampere_skips_tma(capsys):
+    assert cli.main(["info", "--arch", "sm_80"]) == 0
+    assert "stream_tma.cu tma_1d: skipped (needs CC 9.0)" in capsys.readouterr().out
+
+
+def test_tensormap_check(capsys):
+    assert cli.main(["tensormap", "check", "--dtype", "bf16", "--shape", "1024x1024", "--box", "64x64",
+                     "--swizzle", "128B"]) == 0
+    assert "ok: rank 2 bfloat16" in capsys.readouterr().out
+    assert cli.main(["tensormap", "check", "--dtype", "bf16", "--shape", "1024x1024", "--box", "64x96",
+                     "--swizzle", "128B"]) == 2
+    err = capsys.readouterr().err
+    assert "box_dim[0] (innermost) x 2 bytes = 192 exceeds the 128B swizzle span of 128 bytes" in err
+
+
+def test_swizzle_command(capsys):
+    assert cli.main(["swizzle", "--mode", "128B", "--box", "64x64", "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "64x64 bfloat16 box" in out and "column, 16 B per lane" in out
 
 
 def test_mechanisms_lists_requirements(capsys):

@@ -14,19 +14,9 @@
 // Use: #include <asynccopy/ldgsts.cuh> in a kernel built with asynccopy.compile(...).
 #pragma once
 
+#include <asynccopy/address.cuh>
+
 namespace asynccopy {
-
-// Shared-window address of a generic pointer into shared memory (the operand cp.async wants).
-__device__ __forceinline__ unsigned smem_addr(const void* p)
-{
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// Global-window address of a generic pointer into global memory.
-__device__ __forceinline__ unsigned long long gmem_addr(const void* p)
-{
-    return static_cast<unsigned long long>(__cvta_generic_to_global(p));
-}
 
 // cp.async.{ca,cg}.shared.global [dst], [src], BYTES, src_bytes;
 // Copies src_bytes (0..BYTES) from global and zero-fills the rest of the BYTES destination bytes:

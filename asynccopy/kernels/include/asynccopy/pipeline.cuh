@@ -32,6 +32,13 @@ __device__ __forceinline__ unsigned long long tile_of_block(unsigned long long k
     return blockIdx.x + k * gridDim.x;
 }
 
+// bar.sync on a named barrier (1..15) for `count` threads (a multiple of 32): a barrier for a
+// subset of the block, e.g. the consumer warps of a warp-specialized kernel.
+__device__ __forceinline__ void named_barrier_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 // The block's dynamic shared memory, 1024-byte aligned (the strictest TMA swizzle alignment).
 template <class T>
 __device__ __forceinline__ T* dynamic_smem()

@@ -49,10 +49,11 @@ __device__ __forceinline__ float4 mix_round(float4 acc, float4 nb)
 }
 
 // Compute tile t from its shared-memory copy `tile` ([TILE] floats) and store it to out.
-// Every thread of the block must call it; the caller guarantees the whole tile is visible.
+// Every one of the THREADS computing threads calls it with its index tid in [0, THREADS); the caller
+// guarantees the whole tile is visible to them.
 template <int THREADS, int TILE>
 __device__ __forceinline__ void compute_tile(const float* tile, float* __restrict__ out, u64 t, u64 n,
-                                             int intensity)
+                                             int intensity, int tid = threadIdx.x)
 {
     static_assert(TILE % (4 * THREADS) == 0, "TILE must be a multiple of 4 * THREADS");
     constexpr int NV = TILE / 4;
@@ -63,10 +64,10 @@ __device__ __forceinline__ void compute_tile(const float* tile, float* __restric
     float* out_tile = out + t * TILE;
     float4 acc[NJ];
 #pragma unroll
-    for (int j = 0; j < NJ; ++j) acc[j] = tile4[threadIdx.x + j * THREADS];
+    for (int j = 0; j < NJ; ++j) acc[j] = tile4[tid + j * THREADS];
     // Rounds outside, a thread's float4s inside: NJ independent shared loads and FMA chains per
     // round, so the compute is limited by issue rather than by one chain's latency.
-    int nb = threadIdx.x;  // neighbour of float4 j is (nb + j * THREADS) mod NV
+    int nb = tid;  // neighbour of float4 j is (nb + j * THREADS) mod NV
     for (int k = 0; k < intensity; ++k) {
         nb += NEIGHBOR;
         if (nb >= NV) nb -= NV;
@@ -79,7 +80,7 @@ __device__ __forceinline__ void compute_tile(const float* tile, float* __restric
     }
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
-        const int v = threadIdx.x + j * THREADS;
+        const int v = tid + j * THREADS;
         if (valid == TILE) {
             reinterpret_cast<float4*>(out_tile)[v] = acc[j];
         } else {

@@ -1,0 +1,71 @@
+// asynccopy/mbarrier.cuh — one named wrapper per mbarrier PTX instruction (sm_90 forms).
+//
+// An mbarrier in shared memory completes a phase when its pending arrival count reaches zero *and*
+// its transaction count (bytes announced with expect_tx, subtracted by async copies' complete_tx)
+// reaches zero. Waiters name the phase by parity: a fresh barrier is in phase 0, and waiting for
+// parity 1 on it returns at once (the "previous" phase counts as complete) — the usual way a
+// producer starts on its empty barriers. Arrive has release and a successful wait acquire semantics
+// at CTA scope, so ordinary writes before an arrive are visible to threads after the wait.
+#pragma once
+
+#include <asynccopy/address.cuh>
+
+namespace asynccopy {
+
+using mbarrier_t = unsigned long long;  // the 8-byte barrier object
+
+__device__ __forceinline__ void mbarrier_init(mbarrier_t* bar, unsigned arrivals)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+
+// Make initialized barriers visible to other threads and to the async proxy (TMA) before use.
+__device__ __forceinline__ void fence_barrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+__device__ __forceinline__ unsigned long long mbarrier_arrive(mbarrier_t* bar)
+{
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];\n" : "=l"(state) : "r"(smem_addr(bar)) : "memory");
+    return state;
+}
+
+// Arrive once and announce `bytes` more bytes of transactions for the current phase.
+__device__ __forceinline__ unsigned long long mbarrier_arrive_expect_tx(mbarrier_t* bar, unsigned bytes)
+{
+    unsigned long long state;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;\n"
+                 : "=l"(state)
+                 : "r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+    return state;
+}
+
+// Announce `bytes` more bytes of transactions without arriving.
+__device__ __forceinline__ void mbarrier_expect_tx(mbarrier_t* bar, unsigned bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+// Block until the phase of the given parity has completed.
+__device__ __forceinline__ void mbarrier_wait_parity(mbarrier_t* bar, unsigned parity)
+{
+    while (!mbarrier_try_wait_parity(bar, parity)) {
+    }
+}
+
+}  // namespace asynccopy

@@ -1,0 +1,148 @@
+// stream_tma.cu — the tile-stream workload (asynccopy/tile_stream.cuh) moved by TMA (CC 9.0).
+//
+//   stream_tma_1d           one stage; thread 0 issues cuda::device::memcpy_async_tx and
+//                           barrier_arrive_tx on a block-scope cuda::barrier, the others arrive;
+//                           all wait (the guide's low-level 1D form, §4.11.2.1)
+//   stream_tma_1d_pipeline  warp 0 is the producer: one lane keeps STAGES bulk copies in flight
+//                           (full / empty mbarriers, phase parity); THREADS consumer threads compute
+//   stream_tma_2d           the same pipeline with 2D tensor copies: the array seen as rows of 64
+//                           floats, a tile = a box of TILE/64 rows through a __grid_constant__ map;
+//                           rows past the array come back zero-filled by TMA
+// Boundary tiles: bulk copies move whole 16-byte chunks; the last < 4 valid floats and the zero
+// padding are written with ordinary stores before the arrive that publishes the tile (tma_2d: the
+// partial last row is written by the consumers after the tile landed, then a named barrier).
+// Constraints: TILE % (4 * THREADS) == 0; tma_2d: TILE % 64 == 0, TILE / 64 <= 256, n >= 64.
+// Run: asynccopy.run(x, "tma_1d_pipeline", stages=4) or `asynccopy bench`.
+#include <asynccopy/mbarrier.cuh>
+#include <asynccopy/pipeline.cuh>
+#include <asynccopy/tile_stream.cuh>
+#include <asynccopy/tma.cuh>
+
+#include <cuda/barrier>
+#include <cuda/std/utility>
+
+namespace ac = asynccopy;
+namespace acs = asynccopy::stream;
+using u64 = unsigned long long;
+
+// ---------------------------------------------------------------------------------------------
+#pragma nv_diag_suppress static_var_with_dynamic_init
+template <int THREADS, int TILE>
+__global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict__ in, float* __restrict__ out, u64 n,
+                                                         int intensity)
+{
+    using barrier_t = cuda::barrier<cuda::thread_scope_block>;
+    float* tile = ac::dynamic_smem<float>();  // [TILE] f32
+    __shared__ barrier_t bar;                 // completes when all threads arrived and the bytes landed
+    if (threadIdx.x == 0) init(&bar, THREADS);
+    __syncthreads();
+    const u64 my_tiles = ac::tiles_of_block((n + TILE - 1) / TILE);
+    for (u64 k = 0; k < my_tiles; ++k) {
+        const u64 t = ac::tile_of_block(k);
+        const u64 valid = acs::valid_elems<TILE>(t, n);
+        const u64 whole = valid & ~3ull;  // floats in whole 16-byte chunks: the bulk copy's share
+        __syncthreads();                  // every thread has finished reading the previous tile
+        for (u64 e = whole + threadIdx.x; e < TILE; e += THREADS) tile[e] = e < valid ? in[t * TILE + e] : 0.0f;
+        barrier_t::arrival_token token;
+        if (threadIdx.x == 0) {
+            if (whole)
+                cuda::device::memcpy_async_tx(tile, in + t * TILE, cuda::aligned_size_t<16>(whole * sizeof(float)), bar);
+            token = cuda::device::barrier_arrive_tx(bar, 1, whole * sizeof(float));
+        } else {
+            token = bar.arrive();
+        }
+        bar.wait(cuda::std::move(token));
+        acs::compute_tile<THREADS, TILE>(tile, out, t, n, intensity);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The producer / consumer skeleton shared by the 1D and 2D pipelines. Barrier protocol per stage s:
+//   full[s]  (1 arrival + transaction bytes): the producer's arrive_expect_tx, then the copy's bytes;
+//   empty[s] (THREADS arrivals): every consumer thread, after computing the tile in stage s.
+// Tile k uses stage k % STAGES in phase (k / STAGES) & 1; the producer waits on empty[s] with the
+// opposite parity, which a fresh barrier satisfies at once (all buffers start empty).
+template <int THREADS, int TILE, int STAGES, class Produce, class Consume>
+__device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume)
+{
+    __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            ac::mbarrier_init(&full[s], 1);
+            ac::mbarrier_init(&empty[s], THREADS);
+        }
+        ac::fence_barrier_init();
+    }
+    __syncthreads();
+    const u64 my_tiles = ac::tiles_of_block((n + TILE - 1) / TILE);
+    if (threadIdx.x < 32) {  // producer warp
+        for (u64 k = 0; k < my_tiles; ++k) {
+            const int s = ac::stage_of<STAGES>(k);
+            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(k) ^ 1u);
+            produce(k, s, &full[s]);
+        }
+    } else {  // consumer warps
+        for (u64 k = 0; k < my_tiles; ++k) {
+            const int s = ac::stage_of<STAGES>(k);
+            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k));
+            consume(k, s);
+            ac::mbarrier_arrive(&empty[s]);
+        }
+    }
+}
+
+template <int THREADS, int TILE, int STAGES>
+__global__ void __launch_bounds__(THREADS + 32)
+    stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+{
+    float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
+    const int lane = threadIdx.x % 32;
+    auto produce = [&](u64 k, int s, ac::mbarrier_t* full) {
+        float* buf = smem + s * TILE;
+        const u64 t = ac::tile_of_block(k);
+        const u64 valid = acs::valid_elems<TILE>(t, n);
+        const u64 whole = valid & ~3ull;
+        if (valid < TILE) {  // the block's last tile: tail and padding by the producer warp's lanes
+            for (u64 e = whole + lane; e < TILE; e += 32) buf[e] = e < valid ? in[t * TILE + e] : 0.0f;
+            __syncwarp();  // the lanes' stores happen before lane 0's arrive (release) below
+        }
+        if (lane == 0) {
+            ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
+            if (whole) ac::bulk_load(buf, in + t * TILE, static_cast<unsigned>(whole * sizeof(float)), full);
+        }
+    };
+    auto consume = [&](u64 k, int s) {
+        acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, threadIdx.x - 32);
+    };
+    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+}
+
+template <int THREADS, int TILE, int STAGES>
+__global__ void __launch_bounds__(THREADS + 32)
+    stream_tma_2d(const __grid_constant__ ac::TensorMap map, const float* __restrict__ in, float* __restrict__ out,
+                  u64 n, int intensity)
+{
+    constexpr int ROW = 64;            // floats per row of the 2D view
+    constexpr int ROWS = TILE / ROW;   // box: {ROW, ROWS}, innermost first
+    static_assert(TILE % ROW == 0 && ROWS <= 256, "a tile is a box of at most 256 rows of 64 floats");
+    float* smem = ac::dynamic_smem<float>();  // [STAGES][ROWS][ROW] f32, unswizzled
+    const u64 full_rows = n / ROW, rem = n % ROW;
+    auto produce = [&](u64 k, int s, ac::mbarrier_t* full) {
+        if (threadIdx.x == 0) {
+            ac::mbarrier_arrive_expect_tx(full, TILE * sizeof(float));  // OOB-filled rows count too
+            const int coords[2] = {0, static_cast<int>(ac::tile_of_block(k) * ROWS)};
+            ac::tensor_load<2>(smem + s * TILE, &map, coords, full);
+        }
+    };
+    auto consume = [&](u64 k, int s) {
+        float* buf = smem + s * TILE;
+        const u64 t = ac::tile_of_block(k);
+        if (rem && full_rows >= t * ROWS && full_rows < (t + 1) * ROWS) {
+            // The partial last row is outside the map (TMA wrote zeros): fill in its valid floats.
+            for (u64 i = threadIdx.x - 32; i < rem; i += THREADS) buf[(full_rows - t * ROWS) * ROW + i] = in[full_rows * ROW + i];
+            ac::named_barrier_sync(1, THREADS);
+        }
+        acs::compute_tile<THREADS, TILE>(buf, out, t, n, intensity, threadIdx.x - 32);
+    };
+    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+}

@@ -1,0 +1,266 @@
+"""Tensor maps (TMA descriptors): a validator in pure Python that runs before any driver call and
+names the rule a configuration breaks, and a builder on top of cuda.core.
+
+Terms follow the driver (``cuTensorMapEncodeTiled``): dimension 0 is the *innermost* (contiguous)
+one; ``global_strides`` has rank - 1 entries, the byte strides of dimensions 1..rank-1. Builders that
+take a NumPy-order shape (outermost first) convert to this order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .errors import ArgumentError
+
+
+class TensorMapError(ArgumentError):
+    """A tensor-map configuration that the driver (or the hardware) would reject or mishandle."""
+
+
+# tensor-map data types of CC 9.0: name -> (bytes per element, floating point)
+DTYPES: dict[str, tuple[int, bool]] = {
+    "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "int32": (4, False),
+    "uint64": (8, False), "int64": (8, False), "float16": (2, True), "float32": (4, True),
+    "float64": (8, True), "bfloat16": (2, True), "float32_ftz": (4, True), "tfloat32": (4, True),
+    "tfloat32_ftz": (4, True),
+}
+# NumPy dtypes that have a tensor-map type of their own (int8/int16 have none: use uint8/uint16)
+_NUMPY_NAMES = {"uint8", "uint16", "uint32", "int32", "uint64", "int64", "float16", "float32", "float64"}
+SWIZZLES = ("none", "32B", "64B", "128B")
+SWIZZLE_SPAN = {"32B": 32, "64B": 64, "128B": 128}
+SWIZZLE_REPEAT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}  # also the smem alignment each needs
+INTERLEAVES = ("none", "16B", "32B")
+L2_PROMOTIONS = ("none", "64B", "128B", "256B")
+OOB_FILLS = ("zero", "nan")
+MAX_DIM = 1 << 31  # cuda.h (CUDA 13): globalDim "non-zero and less than or equal to 2^31"
+MAX_STRIDE = 1 << 40
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """Every field of a tiled tensor map, innermost dimension first."""
+
+    dtype: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes, dims 1..rank-1
+    box: tuple[int, ...]
+    element_strides: tuple[int, ...] | None = None
+    interleave: str = "none"
+    swizzle: str = "none"
+    l2_promotion: str = "none"
+    oob_fill: str = "zero"
+    address: int = 0
+    lint: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPES[self.dtype][0]
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one load of the box delivers to shared memory (OOB-filled elements included)."""
+        es = self.element_strides or (1,) * self.rank
+        count = 1
+        for i, (b, s) in enumerate(zip(self.box, es)):
+            count *= b if (i == 0 and self.interleave == "none") else -(-b // s)
+        return count * self.elem_bytes
+
+    @staticmethod
+    def from_numpy_order(dtype, shape, *, box, strides_bytes=None, element_strides=None, address=0,
+                         **options) -> TensorMapSpec:
+        """A spec from a NumPy-style description (outermost first, strides in bytes)."""
+        name = dtype_name(dtype)
+        shape = tuple(int(d) for d in shape)
+        if strides_bytes is None:
+            strides_bytes, acc = [], DTYPES[name][0] if name in DTYPES else 1
+            for extent in reversed(shape):
+                strides_bytes.append(acc)
+                acc *= extent
+            strides_bytes = tuple(reversed(strides_bytes))
+        dims = shape[::-1]
+        strides = tuple(int(s) for s in strides_bytes[::-1][1:])
+        es = tuple(element_strides[::-1]) if element_strides is not None else None
+        return TensorMapSpec(name, dims, strides, tuple(int(b) for b in box)[::-1], es, address=int(address),
+                             **options)
+
+
+_ALIASES = {"bf16": "bfloat16", "f16": "float16", "fp16": "float16", "half": "float16", "f32": "float32",
+            "fp32": "float32", "float": "float32", "f64": "float64", "fp64": "float64", "double": "float64",
+            "tf32": "tfloat32", "u8": "uint8", "u16": "uint16", "u32": "uint32", "i32": "int32", "u64": "uint64",
+            "i64": "int64"}
+
+
+def dtype_name(dtype) -> str:
+    """The tensor-map type name of a NumPy dtype or a name ('bfloat16', 'bf16', 'tfloat32', ...)."""
+    if isinstance(dtype, str):
+        dtype = _ALIASES.get(dtype.lower(), dtype)
+        if dtype in DTYPES:
+            return dtype
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        return str(dtype)
+    if dt.name in _NUMPY_NAMES:
+        return dt.name
+    if dt.name == "bfloat16":  # ml_dtypes
+        return "bfloat16"
+    return dt.name
+
+
+def validate(spec: TensorMapSpec, *, lint: bool = True) -> TensorMapSpec:
+    """Raise TensorMapError naming the first broken rule; return the spec when it is valid.
+
+    The rules are those of ``cuTensorMapEncodeTiled`` on compute capability 9.0. With ``lint``, also
+    those the driver accepts but that are mistakes: a box larger than the tensor.
+    """
+    r = spec.rank
+    if not 1 <= r <= 5:
+        raise TensorMapError(f"rank must be in [1, 5], got {r}")
+    if spec.dtype not in DTYPES:
+        raise TensorMapError(f"dtype {spec.dtype} has no tensor-map type; supported: {', '.join(DTYPES)}")
+    size, is_float = DTYPES[spec.dtype]
+    for name, value, allowed in (("interleave", spec.interleave, INTERLEAVES), ("swizzle", spec.swizzle, SWIZZLES),
+                                 ("l2_promotion", spec.l2_promotion, L2_PROMOTIONS), ("oob_fill", spec.oob_fill, OOB_FILLS)):
+        if value not in allowed:
+            raise TensorMapError(f"{name} must be one of {', '.join(allowed)} on compute capability 9.0, got {value!r}")
+    if spec.interleave != "none" and r < 3:
+        raise TensorMapError(f"interleave {spec.interleave} needs rank >= 3, got rank {r}")
+    align = 32 if spec.interleave == "32B" else 16
+    if spec.address % align:
+        why = " (interleave 32B)" if align == 32 else ""
+        raise TensorMapError(f"global address {spec.address:#x} must be {align}-byte aligned{why}")
+    if len(spec.strides) != r - 1:
+        raise TensorMapError(f"global_strides needs rank - 1 = {r - 1} entries (dims 1..{r - 1}), got {len(spec.strides)}")
+    if len(spec.box) != r:
+        raise TensorMapError(f"box_dim needs {r} entries, got {len(spec.box)}")
+    es = spec.element_strides if spec.element_strides is not None else (1,) * r
+    if len(es) != r:
+        raise TensorMapError(f"element_strides needs {r} entries, got {len(es)}")
+    for i, d in enumerate(spec.dims):
+        if not 1 <= d <= MAX_DIM:
+            raise TensorMapError(f"global_dim[{i}] must be in [1, 2^31], got {d}")
+    for i, s in enumerate(spec.strides, start=1):
+        if s % align:
+            why = " (interleave 32B)" if align == 32 else ""
+            raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be a multiple of {align}{why}")
+        if not 0 < s < MAX_STRIDE:
+            raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be in (0, 2^40)")
+    for i, b in enumerate(spec.box):
+        if not 1 <= b <= 256:
+            raise TensorMapError(f"box_dim[{i}] must be in [1, 256], got {b}")
+    inner = spec.box[0] * size
+    if spec.interleave == "none" and inner % 16:
+        raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} must be a multiple of 16 "
+                             f"(interleave none)")
+    for i, e in enumerate(es):
+        if not 1 <= e <= 8:
+            raise TensorMapError(f"element_strides[{i}] must be in [1, 8], got {e}")
+    if spec.interleave == "none" and spec.swizzle != "none" and inner > SWIZZLE_SPAN[spec.swizzle]:
+        raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} exceeds the {spec.swizzle} swizzle "
+                             f"span of {SWIZZLE_SPAN[spec.swizzle]} bytes")
+    if spec.interleave == "32B" and spec.swizzle != "32B":
+        raise TensorMapError(f"interleave 32B needs swizzle 32B, got {spec.swizzle}")
+    if spec.oob_fill == "nan" and not is_float:
+        raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
+    if lint:
+        for i, (b, d) in enumerate(zip(spec.box, spec.dims)):
+            if b > d:
+                raise TensorMapError(f"box_dim[{i}] = {b} is larger than the tensor's global_dim[{i}] = {d} "
+                                     f"(the driver accepts it; every load would be partly out of bounds)")
+    return spec
+
+
+def check_smem_destination(offset: int, swizzle: str) -> None:
+    """A tensor copy's shared-memory address (or its offset from a 1024-aligned base) must be 128-byte
+    aligned, and aligned to the swizzle's repeat (256/512/1024 bytes) for the pattern to start at the
+    box's first byte (else the data lands rotated: see asynccopy.swizzle)."""
+    need = SWIZZLE_REPEAT[swizzle]
+    if offset % need:
+        what = f"a {swizzle}-swizzled" if swizzle != "none" else "a"
+        raise TensorMapError(f"{what} TMA shared-memory destination must be {need}-byte aligned; "
+                             f"address offset {offset} is not")
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver encodings, by name
+
+
+def _driver_enums(spec: TensorMapSpec):
+    from cuda.bindings import driver as d
+
+    dtypes = {
+        "uint8": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        "uint16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16,
+        "uint32": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT32,
+        "int32": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT32,
+        "uint64": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT64,
+        "int64": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT64,
+        "float16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        "float32": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        "float64": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+        "bfloat16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        "float32_ftz": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ,
+        "tfloat32": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+        "tfloat32_ftz": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ,
+    }
+    interleave = {"none": "NONE", "16B": "16B", "32B": "32B"}[spec.interleave]
+    swizzle = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[spec.swizzle]
+    l2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[spec.l2_promotion]
+    oob = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}[spec.oob_fill]
+    return (dtypes[spec.dtype], getattr(d.CUtensorMapInterleave, f"CU_TENSOR_MAP_INTERLEAVE_{interleave}"),
+            getattr(d.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+            getattr(d.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{l2}"),
+            getattr(d.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{oob}"))
+
+
+def driver_encode(spec: TensorMapSpec):
+    """``cuTensorMapEncodeTiled`` itself, with no check of ours: (CUresult, CUtensorMap).
+
+    For comparing the validator with the driver; kernels take cuda.core descriptors (:func:`build`)."""
+    from cuda.bindings import driver as d
+
+    dtype, interleave, swizzle, l2, oob = _driver_enums(spec)
+    es = spec.element_strides if spec.element_strides is not None else (1,) * spec.rank
+    result = d.cuTensorMapEncodeTiled(dtype, spec.rank, spec.address, list(spec.dims), list(spec.strides),
+                                      list(spec.box), list(es), interleave, swizzle, l2, oob)
+    return result[0], result[1]
+
+
+def build(array, box, *, swizzle: str = "none", oob_fill: str = "zero", l2_promotion: str = "none",
+          element_strides=None, interleave: str = "none", lint: bool = True):
+    """A cuda.core TensorMapDescriptor for a CUDA array (any rank 1-5), validated first.
+
+    ``box`` and ``element_strides`` are in the array's own (outermost-first) order."""
+    from cuda.core import TensorMapDescriptorOptions  # noqa: F401  (present in cuda.core >= 1.2)
+    from cuda.core._tensor_map import (TensorMapInterleave, TensorMapL2Promotion, TensorMapOOBFill,
+                                       TensorMapSwizzle)
+    from cuda.core.utils import StridedMemoryView
+
+    view = array if isinstance(array, StridedMemoryView) else StridedMemoryView.from_any_interface(array, stream_ptr=-1)
+    itemsize = np.dtype(view.dtype).itemsize
+    strides = view.strides
+    strides_bytes = None if strides is None else tuple(s * itemsize for s in strides)
+    spec = TensorMapSpec.from_numpy_order(view.dtype, view.shape, box=box, strides_bytes=strides_bytes,
+                                          element_strides=element_strides, address=view.ptr, swizzle=swizzle,
+                                          oob_fill=oob_fill, l2_promotion=l2_promotion, interleave=interleave)
+    validate(spec, lint=lint)
+    sw = {"none": TensorMapSwizzle.NONE, "32B": TensorMapSwizzle.SWIZZLE_32B, "64B": TensorMapSwizzle.SWIZZLE_64B,
+          "128B": TensorMapSwizzle.SWIZZLE_128B}[swizzle]
+    il = {"none": TensorMapInterleave.NONE, "16B": TensorMapInterleave.INTERLEAVE_16B,
+          "32B": TensorMapInterleave.INTERLEAVE_32B}[interleave]
+    l2 = {"none": TensorMapL2Promotion.NONE, "64B": TensorMapL2Promotion.L2_64B,
+          "128B": TensorMapL2Promotion.L2_128B, "256B": TensorMapL2Promotion.L2_256B}[l2_promotion]
+    oob = {"zero": TensorMapOOBFill.NONE, "nan": TensorMapOOBFill.NAN_REQUEST_ZERO_FMA}[oob_fill]
+    desc = view.as_tensor_map(box_dim=tuple(box), element_strides=tuple(element_strides) if element_strides else None,
+                              swizzle=sw, interleave=il, l2_promotion=l2, oob_fill=oob)
+    return desc, spec
+
+
+def with_fields(spec: TensorMapSpec, **changes) -> TensorMapSpec:
+    return replace(spec, **changes)

@@ -1,0 +1,99 @@
+"""Every tensor-map rule: a failing case and the text of its error (no GPU needed)."""
+
+import pytest
+
+from asynccopy import tensormap
+from asynccopy.tensormap import TensorMapError, TensorMapSpec
+
+GOOD = TensorMapSpec("float32", dims=(1024, 512), strides=(4096,), box=(32, 64), address=0x7F0000000000)
+GOOD3 = TensorMapSpec("float16", dims=(8, 64, 64), strides=(16, 1024), box=(8, 16, 16), address=0x7F0000000000)
+
+
+def test_good_specs_pass():
+    assert tensormap.validate(GOOD) is GOOD
+    tensormap.validate(tensormap.with_fields(GOOD3, interleave="16B"))
+    tensormap.validate(tensormap.with_fields(GOOD3, interleave="32B", swizzle="32B", strides=(32, 1024)))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"dims": (4,) * 6, "strides": (16,) * 5, "box": (4,) * 6}, r"rank must be in \[1, 5\], got 6"),
+        ({"dtype": "complex64"}, r"dtype complex64 has no tensor-map type; supported: uint8"),
+        ({"swizzle": "256B"}, r"swizzle must be one of none, 32B, 64B, 128B on compute capability 9.0, got '256B'"),
+        ({"interleave": "8B"}, r"interleave must be one of none, 16B, 32B"),
+        ({"oob_fill": "inf"}, r"oob_fill must be one of zero, nan"),
+        ({"l2_promotion": "512B"}, r"l2_promotion must be one of none, 64B, 128B, 256B"),
+        ({"interleave": "16B"}, r"interleave 16B needs rank >= 3, got rank 2"),
+        ({"address": 0x7F0000000008}, r"global address 0x7f0000000008 must be 16-byte aligned"),
+        ({"strides": ()}, r"global_strides needs rank - 1 = 1 entries"),
+        ({"box": (32,)}, r"box_dim needs 2 entries, got 1"),
+        ({"element_strides": (1,)}, r"element_strides needs 2 entries, got 1"),
+        ({"dims": (0, 512)}, r"global_dim\[0\] must be in \[1, 2\^31\], got 0"),
+        ({"dims": (1024, 2**31 + 1)}, r"global_dim\[1\] must be in \[1, 2\^31\], got 2147483649"),
+        ({"strides": (4100,)}, r"global_stride of dim 1 = 4100 bytes must be a multiple of 16"),
+        ({"strides": (2**40,)}, r"global_stride of dim 1 = 1099511627776 bytes must be in \(0, 2\^40\)"),
+        ({"box": (0, 64)}, r"box_dim\[0\] must be in \[1, 256\], got 0"),
+        ({"box": (32, 257)}, r"box_dim\[1\] must be in \[1, 256\], got 257"),
+        ({"box": (5, 64)}, r"box_dim\[0\] \(innermost\) x 4 bytes = 20 must be a multiple of 16 \(interleave none\)"),
+        ({"element_strides": (1, 9)}, r"element_strides\[1\] must be in \[1, 8\], got 9"),
+        ({"element_strides": (0, 1)}, r"element_strides\[0\] must be in \[1, 8\], got 0"),
+        ({"swizzle": "64B"}, r"box_dim\[0\] \(innermost\) x 4 bytes = 128 exceeds the 64B swizzle span of 64 bytes"),
+        ({"dtype": "int32", "oob_fill": "nan"}, r"oob_fill nan needs a floating-point dtype, got int32"),
+        ({"dims": (16, 512)}, r"box_dim\[0\] = 32 is larger than the tensor's global_dim\[0\] = 16"),
+    ],
+)
+def test_rule_is_named(changes, message):
+    with pytest.raises(TensorMapError, match=message):
+        tensormap.validate(tensormap.with_fields(GOOD, **changes))
+
+
+def test_issue_example_bf16_box_past_the_128B_span():
+    spec = TensorMapSpec("bfloat16", dims=(4096, 64), strides=(8192,), box=(300 // 1, 8))
+    with pytest.raises(TensorMapError, match=r"box_dim\[0\] must be in \[1, 256\], got 300"):
+        tensormap.validate(spec)
+    spec = TensorMapSpec("bfloat16", dims=(4096, 64), strides=(8192,), box=(96, 8), swizzle="128B")
+    with pytest.raises(TensorMapError, match=r"box_dim\[0\] \(innermost\) x 2 bytes = 192 exceeds the 128B swizzle span"):
+        tensormap.validate(spec)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"interleave": "32B", "swizzle": "128B", "strides": (32, 1024)}, r"interleave 32B needs swizzle 32B, got 128B"),
+        ({"interleave": "32B", "swizzle": "32B", "strides": (48, 1024)},
+         r"global_stride of dim 1 = 48 bytes must be a multiple of 32 \(interleave 32B\)"),
+        ({"interleave": "32B", "swizzle": "32B", "strides": (32, 1024), "address": 0x7F0000000010},
+         r"global address 0x7f0000000010 must be 32-byte aligned \(interleave 32B\)"),
+    ],
+)
+def test_interleave_rules(changes, message):
+    with pytest.raises(TensorMapError, match=message):
+        tensormap.validate(tensormap.with_fields(GOOD3, **changes))
+
+
+def test_lint_can_be_turned_off():
+    big_box = tensormap.with_fields(GOOD, dims=(16, 512))
+    assert tensormap.validate(big_box, lint=False) is big_box
+
+
+@pytest.mark.parametrize("swizzle, need", [("none", 128), ("32B", 256), ("64B", 512), ("128B", 1024)])
+def test_smem_destination_alignment(swizzle, need):
+    tensormap.check_smem_destination(0, swizzle)
+    tensormap.check_smem_destination(need * 3, swizzle)
+    with pytest.raises(TensorMapError, match=rf"must be {need}-byte aligned; address offset {need // 2} is not"):
+        tensormap.check_smem_destination(need // 2, swizzle)
+
+
+def test_numpy_order_conversion():
+    spec = TensorMapSpec.from_numpy_order("bf16", (8, 1024, 512), box=(1, 64, 64), swizzle="128B")
+    assert spec.dtype == "bfloat16" and spec.dims == (512, 1024, 8) and spec.strides == (1024, 1024 * 1024)
+    assert spec.box == (64, 64, 1) and spec.box_bytes == 64 * 64 * 2
+    tensormap.validate(spec)
+    padded = TensorMapSpec.from_numpy_order("float32", (100, 30), box=(16, 16), strides_bytes=(128, 4))
+    assert padded.strides == (128,)
+
+
+def test_box_bytes_with_element_strides():
+    spec = TensorMapSpec("float32", dims=(64, 64), strides=(256,), box=(16, 16), element_strides=(1, 2))
+    assert spec.box_bytes == 16 * 8 * 4  # dimension 1 is traversed every other element

@@ -1,0 +1,254 @@
+"""TMA on the GPU: tensor loads of rank 1-5 with out-of-bounds fill, stores, swizzled layouts against
+the model byte for byte, the 1D bulk round trip, tensor maps edited on the device, and the validator
+against the driver on random configurations."""
+
+import numpy as np
+import pytest
+
+from asynccopy import swizzle, tensormap, tma
+from asynccopy.tensormap import DTYPES, TensorMapSpec
+
+
+@pytest.fixture(autouse=True)
+def _hopper(facts):
+    if facts.cc < (9, 0):
+        pytest.skip("needs CC 9.0 (TMA)")
+
+
+def _host(rng, shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        return rng.uniform(-4, 4, size=shape).astype(dtype)
+    return rng.integers(1, 250, size=shape).astype(dtype)  # never 0: zero fill must show
+
+
+def _expected_box(host, box, coords, fill):
+    """The box at coords (array order) with out-of-bounds elements = fill."""
+    out = np.full(box, fill, dtype=host.dtype)
+    src, dst = [], []
+    for c, b, d in zip(coords, box, host.shape):
+        lo, hi = max(c, 0), min(c + b, d)
+        if hi <= lo:
+            return out
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - c, hi - c))
+    out[tuple(dst)] = host[tuple(src)]
+    return out
+
+
+# shape, box, coords: each hangs off the tensor somewhere (end, start or both)
+RANK_CASES = {
+    1: ((200,), (64,), (160,)),
+    2: ((50, 40), (16, 32), (44, -8)),
+    3: ((6, 20, 24), (4, 8, 16), (-1, 15, 16)),
+    4: ((3, 5, 7, 16), (2, 4, 4, 16), (2, -2, 5, 0)),
+    5: ((2, 3, 4, 5, 16), (2, 2, 3, 4, 16), (1, 2, -1, 3, 8)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "uint8"])
+@pytest.mark.parametrize("rank", sorted(RANK_CASES))
+@pytest.mark.parametrize("fill", ["zero", "nan"])
+def test_tensor_load_of_every_rank_with_out_of_bounds_fill(any_xp, rng, rank, dtype, fill):
+    if fill == "nan" and np.dtype(dtype).kind != "f":
+        pytest.skip("NaN fill exists for floating-point types only")
+    shape, box, coords = RANK_CASES[rank]
+    if dtype == "uint8":
+        shape, box = shape[:-1] + (shape[-1] * 2,), box[:-1] + (box[-1] * 2,)  # 16-byte rows
+    host = _host(rng, shape, dtype)
+    x = any_xp.from_numpy(host)
+    got = tma.load_box(x, box, coords, oob_fill=fill).view(dtype)[: int(np.prod(box))].reshape(box)
+    want = _expected_box(host, box, coords, np.nan if fill == "nan" else 0)
+    np.testing.assert_array_equal(got, want)  # NaN == NaN for assert_array_equal
+
+
+SWIZZLE_CASES = [
+    # mode, dtype, rows, inner elements (inner bytes == the span, and narrower)
+    ("128B", "uint16", 64, 64), ("128B", "float32", 16, 32), ("128B", "uint8", 24, 128),
+    ("64B", "uint16", 32, 32), ("64B", "float32", 8, 16), ("32B", "uint16", 16, 16), ("32B", "float32", 12, 8),
+    ("128B", "uint16", 16, 32), ("64B", "uint8", 16, 32), ("128B", "float32", 8, 16),
+]
+
+
+@pytest.mark.parametrize("mode, dtype, rows, cols", SWIZZLE_CASES)
+@pytest.mark.parametrize("base_repeats", [0, 1, 3])
+def test_swizzled_load_matches_the_model(any_xp, rng, mode, dtype, rows, cols, base_repeats):
+    repeat = tensormap.SWIZZLE_REPEAT[mode]
+    base = (128 * base_repeats) % repeat
+    host = _host(rng, (rows * 3, cols * 2), dtype)
+    x = any_xp.from_numpy(host)
+    box = (rows, cols)
+    got = tma.load_box(x, box, (rows, 0), swizzle=mode, base=base)
+    data = np.ascontiguousarray(host[rows:2 * rows, :cols])
+    want = swizzle.apply(data, mode, base)
+    if not np.array_equal(got[: want.size], want):
+        padded = np.zeros((rows, tensormap.SWIZZLE_SPAN[mode] // data.itemsize), dtype=data.dtype)
+        padded[:, :cols] = data
+        alt = swizzle.apply(padded, mode, base)
+        hint = "it matches rows padded to the span" if np.array_equal(got[: alt.size], alt[: got.size]) else \
+            "nor rows padded to the span"
+        bad = np.flatnonzero(got[: want.size] != want)
+        pytest.fail(f"{bad.size} of {want.size} bytes differ from the model (first at byte {bad[0]}); {hint}")
+
+
+@pytest.mark.parametrize("mode", ["none", "128B"])
+def test_tensor_store_writes_the_box_and_nothing_else(any_xp, rng, mode):
+    cols = 64  # uint16: 128 bytes per row, the 128B span
+    target = np.full((40, 96), 0xBEEF, dtype=np.uint16)
+    x = any_xp.from_numpy(target.copy())
+    data = _host(rng, (16, cols), np.uint16)
+    coords = (30, 48)  # rows 30..45 and columns 48..111: hangs off both edges
+    tma.store_box(x, (16, cols), coords, swizzle.apply(data, mode), swizzle=mode)
+    any_xp.sync()
+    got = any_xp.to_numpy(x)
+    want = target.copy()
+    want[30:40, 48:96] = data[:10, :48]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n, chunk", [(4, 4096), (4096, 4096), (1_000_004, 4096), (3 * 1024 * 1024, 8192), (131_072, 512)])
+def test_bulk_round_trip_doubles(any_xp, rng, n, chunk):
+    x, host = any_xp.rand(n, rng)
+    y = tma.scale_bulk(x, chunk=chunk)
+    any_xp.sync()
+    np.testing.assert_array_equal(any_xp.to_numpy(y), host * np.float32(2))
+
+
+def test_bulk_round_trip_needs_whole_16_byte_chunks(any_xp, rng):
+    x, _ = any_xp.rand(10, rng)
+    with pytest.raises(tma.ArgumentError, match=r"x needs a multiple of 4 elements, got 10"):
+        tma.scale_bulk(x)
+
+
+@pytest.mark.parametrize("box", [(16, 32), (8, 64)])
+def test_device_edited_maps_match_host_encoded_ones(any_xp, rng, box):
+    big = _host(rng, (300, 256), np.float32)
+    shapes = [(100, 64), (7, 40), (64, 128), (33, 12), (250, 200)]
+    tensors, hosts = [], []
+    for r, c in shapes:
+        h = _host(rng, (r, c), np.float32)
+        hosts.append(h)
+        tensors.append(any_xp.from_numpy(h))
+    # a view with padded rows: row stride 256 floats, 72 columns
+    padded = any_xp.from_numpy(big)[5:105, 8:80]
+    tensors.append(padded)
+    hosts.append(big[5:105, 8:80])
+    got = tma.walk(tensors, box)
+    for i, (t, h) in enumerate(zip(tensors, hosts)):
+        want = _expected_box(h, box, (0, 0), 0)
+        np.testing.assert_array_equal(got[i], want, err_msg=f"tensor {i} ({h.shape})")
+        host_map = tma.load_box(t, box, (0, 0)).view(np.float32).reshape(box)
+        np.testing.assert_array_equal(host_map, got[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# The validator against cuTensorMapEncodeTiled
+
+_FLOAT_TYPES = [d for d, (_, is_float) in DTYPES.items() if is_float]
+
+
+def _random_valid(rng, address):
+    dtype = str(rng.choice(list(DTYPES)))
+    elem = DTYPES[dtype][0]
+    rank = int(rng.integers(1, 6))
+    interleave = "none"
+    if rank >= 3 and rng.random() < 0.15:
+        interleave = str(rng.choice(["16B", "32B"]))
+    if interleave != "none":
+        inner = max(1, (16 if interleave == "16B" else 32) // elem)
+        dims = [inner] + [int(rng.integers(1, 40)) for _ in range(rank - 1)]
+        box = [inner] + [int(rng.integers(1, min(d, 16) + 1)) for d in dims[1:]]
+        swz = "32B" if interleave == "32B" else str(rng.choice(["none", "32B", "64B", "128B"]))
+    else:
+        swz = str(rng.choice(["none", "none", "32B", "64B", "128B"]))
+        unit = max(1, 16 // elem)  # box[0] elements per 16 bytes
+        limit = 256 if swz == "none" else tensormap.SWIZZLE_SPAN[swz] // elem
+        box0 = unit * int(rng.integers(1, max(1, min(256, limit) // unit) + 1))
+        dims = [int(rng.integers(box0, box0 * 4 + 1))] + [int(rng.integers(1, 300)) for _ in range(rank - 1)]
+        box = [box0] + [int(rng.integers(1, min(d, 8) + 1)) for d in dims[1:]]
+    align = 32 if interleave == "32B" else 16
+    strides, s = [], -(-dims[0] * elem // align) * align + align * int(rng.integers(0, 3))
+    for d in dims[1:]:
+        strides.append(s)
+        s *= d
+    es = [1] + [int(rng.integers(1, min(b, 8) + 1)) if rng.random() < 0.2 else 1 for b in box[1:]]
+    fill = "nan" if dtype in _FLOAT_TYPES and rng.random() < 0.3 else "zero"
+    return TensorMapSpec(dtype, tuple(dims), tuple(strides), tuple(box), tuple(es), interleave, swz,
+                         str(rng.choice(["none", "64B", "128B", "256B"])), fill, address + align * int(rng.integers(0, 64)))
+
+
+def _break_one_rule(rng, spec):
+    elem = spec.elem_bytes
+    options = ["dim0", "dimbig", "box0", "box257", "addr", "fill"]
+    if spec.rank > 1:
+        options += ["stride16", "stride40", "es9"]  # element_strides[0] is ignored by the driver
+    if spec.interleave == "none":
+        options += ["inner16", "span"]
+        if spec.rank < 3:
+            options.append("interleave_rank")
+    if spec.interleave == "32B":
+        options.append("interleave_swizzle")
+    choice = str(rng.choice(options))
+    i = int(rng.integers(0, spec.rank))
+    dims, box, strides, es = list(spec.dims), list(spec.box), list(spec.strides), list(spec.element_strides)
+    if choice == "dim0":
+        dims[i] = 0
+    elif choice == "dimbig":
+        dims[i] = 2**32 + 16
+    elif choice == "box0":
+        box[i] = 0
+    elif choice == "box257":
+        box[i] = 257
+    elif choice == "addr":
+        return tensormap.with_fields(spec, address=spec.address + 8)
+    elif choice == "es9":
+        es[max(i, 1)] = 9
+    elif choice == "fill":
+        if spec.dtype in _FLOAT_TYPES:
+            return tensormap.with_fields(spec, dtype="int32" if elem == 4 else "uint16" if elem == 2 else "int64",
+                                         oob_fill="nan")
+        return tensormap.with_fields(spec, oob_fill="nan")
+    elif choice == "stride16":
+        strides[int(rng.integers(0, len(strides)))] += 8
+    elif choice == "stride40":
+        strides[-1] = 2**40
+    elif choice == "inner16":
+        box[0] = max(1, 16 // elem) * 3 // 2 if elem < 16 else 1
+        if (box[0] * elem) % 16 == 0:
+            box[0] += 1
+    elif choice == "span":
+        span = {"none": 32, "32B": 32, "64B": 64, "128B": 128}[spec.swizzle]
+        return tensormap.with_fields(spec, swizzle="32B" if spec.swizzle == "none" else spec.swizzle,
+                                     box=(span // elem + max(1, 16 // elem),) + spec.box[1:],
+                                     dims=(max(spec.dims[0], 256),) + spec.dims[1:])
+    elif choice == "interleave_rank":
+        return tensormap.with_fields(spec, interleave="16B")
+    elif choice == "interleave_swizzle":
+        return tensormap.with_fields(spec, swizzle="64B")
+    return tensormap.with_fields(spec, dims=tuple(dims), box=tuple(box), strides=tuple(strides),
+                                 element_strides=tuple(es))
+
+
+def test_validator_and_driver_agree_on_random_configurations(facts):
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    buf = Device().allocate(1 << 20, stream=Device().default_stream)
+    rng = np.random.default_rng()
+    disagreements, accepted, total = [], 0, 600
+    for _ in range(total):
+        spec = _random_valid(rng, int(buf.handle))
+        if rng.random() < 0.5:
+            spec = _break_one_rule(rng, spec)
+        try:
+            tensormap.validate(spec, lint=False)
+            ours = True
+        except tensormap.TensorMapError as exc:
+            ours, why = False, str(exc)
+        err, _ = tensormap.driver_encode(spec)
+        theirs = err == driver.CUresult.CUDA_SUCCESS
+        accepted += theirs
+        if ours != theirs:
+            disagreements.append(f"validator {'accepts' if ours else 'rejects (' + why + ')'}, driver says {err.name}: {spec}")
+    buf.close()
+    assert not disagreements, f"{len(disagreements)} of {total} disagree:\n" + "\n".join(disagreements[:10])
+    assert 0.3 * total < accepted < 0.8 * total, f"the sample is lopsided: {accepted} of {total} accepted"
