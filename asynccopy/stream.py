@@ -252,7 +252,8 @@ def _rows_map(ptr: int, n: int, tile: int, device_id: int):
     from cuda.core.utils import StridedMemoryView
 
     rows = n // 64
-    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, rows * 64 * 4), shape=(rows, 64), dtype=np.float32)
+    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, rows * 64 * 4), shape=(rows, 64),
+                                        dtype=np.dtype(np.float32))
     return view.as_tensor_map(box_dim=(tile // 64, 64))
 
 

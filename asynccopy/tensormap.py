@@ -227,8 +227,10 @@ def driver_encode(spec: TensorMapSpec):
 
     dtype, interleave, swizzle, l2, oob = _driver_enums(spec)
     es = spec.element_strides if spec.element_strides is not None else (1,) * spec.rank
-    result = d.cuTensorMapEncodeTiled(dtype, spec.rank, spec.address, list(spec.dims), list(spec.strides),
-                                      list(spec.box), list(es), interleave, swizzle, l2, oob)
+    u32, u64 = d.cuuint32_t, d.cuuint64_t
+    result = d.cuTensorMapEncodeTiled(dtype, u32(spec.rank), spec.address, [u64(x) for x in spec.dims],
+                                      [u64(x) for x in spec.strides], [u32(x) for x in spec.box],
+                                      [u32(x) for x in es], interleave, swizzle, l2, oob)
     return result[0], result[1]
 
 
