@@ -34,7 +34,7 @@ SWIZZLE_REPEAT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}  # also the
 INTERLEAVES = ("none", "16B", "32B")
 L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 OOB_FILLS = ("zero", "nan")
-MAX_DIM = 1 << 31  # cuda.h (CUDA 13): globalDim "non-zero and less than or equal to 2^31"
+MAX_DIM = 1 << 32  # driver 580 accepts 2^32 (cuda.h of CUDA 13.5 says 2^31; probed on an H200)
 MAX_STRIDE = 1 << 40
 
 
@@ -144,7 +144,7 @@ def validate(spec: TensorMapSpec, *, lint: bool = True) -> TensorMapSpec:
         raise TensorMapError(f"element_strides needs {r} entries, got {len(es)}")
     for i, d in enumerate(spec.dims):
         if not 1 <= d <= MAX_DIM:
-            raise TensorMapError(f"global_dim[{i}] must be in [1, 2^31], got {d}")
+            raise TensorMapError(f"global_dim[{i}] must be in [1, 2^32], got {d}")
     for i, s in enumerate(spec.strides, start=1):
         if s % align:
             why = " (interleave 32B)" if align == 32 else ""
@@ -174,6 +174,20 @@ def validate(spec: TensorMapSpec, *, lint: bool = True) -> TensorMapSpec:
                 raise TensorMapError(f"box_dim[{i}] = {b} is larger than the tensor's global_dim[{i}] = {d} "
                                      f"(the driver accepts it; every load would be partly out of bounds)")
     return spec
+
+
+def check_coords(spec: TensorMapSpec, coords: tuple[int, ...]) -> None:
+    """Box coordinates (innermost first) for a tiled load or store: the box's rows must start on a
+    16-byte boundary of the innermost dimension (seen on an H200: an unaligned start is an illegal
+    instruction, which kills the context), and each coordinate must fit in int32."""
+    if len(coords) != spec.rank:
+        raise TensorMapError(f"coords needs {spec.rank} entries, got {len(coords)}")
+    for i, c in enumerate(coords):
+        if not -(1 << 31) <= c < (1 << 31):
+            raise TensorMapError(f"coordinate {i} = {c} does not fit in int32")
+    if spec.interleave == "none" and (coords[0] * spec.elem_bytes) % 16:
+        raise TensorMapError(f"coordinate 0 (innermost) x {spec.elem_bytes} bytes = {coords[0] * spec.elem_bytes} "
+                             f"must be a multiple of 16: a box row starts on a 16-byte boundary")
 
 
 def check_smem_destination(offset: int, swizzle: str) -> None:

@@ -36,12 +36,14 @@ def _stream(stream, like):
     return arrays.resolve_stream(stream, like)
 
 
-def _coords(coords, rank: int) -> list[np.int32]:
+def _coords(coords, spec: tensormap.TensorMapSpec) -> list[np.int32]:
+    """Array-order coordinates → five int32 kernel arguments, innermost first, checked."""
     coords = tuple(int(c) for c in coords)
-    if len(coords) != rank:
-        raise ArgumentError(f"coords needs {rank} entries (one per dimension), got {len(coords)}")
-    inner_first = list(coords[::-1]) + [0] * (5 - rank)
-    return [np.int32(c) for c in inner_first]
+    if len(coords) != spec.rank:
+        raise ArgumentError(f"coords needs {spec.rank} entries (one per dimension), got {len(coords)}")
+    inner_first = coords[::-1]
+    tensormap.check_coords(spec, inner_first)
+    return [np.int32(c) for c in inner_first + (0,) * (5 - spec.rank)]
 
 
 def load_box(array, box, coords, *, swizzle: str = "none", oob_fill: str = "zero", base: int = 0,
@@ -60,7 +62,7 @@ def load_box(array, box, coords, *, swizzle: str = "none", oob_fill: str = "zero
     from cuda.core import Device
 
     out = Device(facts.device_id).allocate(max(dump, 1), stream=s)
-    build.launch(kernel, desc, *_coords(coords, spec.rank), np.uint32(nbytes), np.uint32(base), np.uint32(dump),
+    build.launch(kernel, desc, *_coords(coords, spec), np.uint32(nbytes), np.uint32(base), np.uint32(dump),
                  int(out.handle), grid=1, block=256, stream=s, shmem=base + dump)
     host = arrays.to_host(int(out.handle), dump, s)
     out.close()
@@ -82,7 +84,7 @@ def store_box(array, box, coords, image: np.ndarray, *, swizzle: str = "none", s
     img = dev.allocate(image.size, stream=s)
     arrays.to_device(image, int(img.handle), s)
     kernel = module(facts.arch).kernel(f"tma_store_box<{spec.rank}>")
-    build.launch(kernel, desc, *_coords(coords, spec.rank), int(img.handle), np.uint32(image.size),
+    build.launch(kernel, desc, *_coords(coords, spec), int(img.handle), np.uint32(image.size),
                  grid=1, block=256, stream=s, shmem=image.size)
     s.sync()
     img.close()

@@ -29,8 +29,8 @@ def test_good_specs_pass():
         ({"strides": ()}, r"global_strides needs rank - 1 = 1 entries"),
         ({"box": (32,)}, r"box_dim needs 2 entries, got 1"),
         ({"element_strides": (1,)}, r"element_strides needs 2 entries, got 1"),
-        ({"dims": (0, 512)}, r"global_dim\[0\] must be in \[1, 2\^31\], got 0"),
-        ({"dims": (1024, 2**31 + 1)}, r"global_dim\[1\] must be in \[1, 2\^31\], got 2147483649"),
+        ({"dims": (0, 512)}, r"global_dim\[0\] must be in \[1, 2\^32\], got 0"),
+        ({"dims": (1024, 2**32 + 1)}, r"global_dim\[1\] must be in \[1, 2\^32\], got 4294967297"),
         ({"strides": (4100,)}, r"global_stride of dim 1 = 4100 bytes must be a multiple of 16"),
         ({"strides": (2**40,)}, r"global_stride of dim 1 = 1099511627776 bytes must be in \(0, 2\^40\)"),
         ({"box": (0, 64)}, r"box_dim\[0\] must be in \[1, 256\], got 0"),
@@ -97,3 +97,23 @@ def test_numpy_order_conversion():
 def test_box_bytes_with_element_strides():
     spec = TensorMapSpec("float32", dims=(64, 64), strides=(256,), box=(16, 16), element_strides=(1, 2))
     assert spec.box_bytes == 16 * 8 * 4  # dimension 1 is traversed every other element
+
+
+@pytest.mark.parametrize(
+    "spec, coords, message",
+    [
+        (TensorMapSpec("uint8", (80, 50), (80,), (64, 16)), (-8, 44),
+         r"coordinate 0 \(innermost\) x 1 bytes = -8 must be a multiple of 16: a box row starts on a 16-byte boundary"),
+        (GOOD, (2, 0), r"coordinate 0 \(innermost\) x 4 bytes = 8 must be a multiple of 16"),
+        (GOOD, (0,), r"coords needs 2 entries, got 1"),
+        (GOOD, (0, 2**31), r"coordinate 1 = 2147483648 does not fit in int32"),
+    ],
+)
+def test_bad_coordinates(spec, coords, message):
+    with pytest.raises(TensorMapError, match=message):
+        tensormap.check_coords(spec, coords)
+
+
+def test_good_coordinates():
+    tensormap.check_coords(GOOD, (-4, -3))
+    tensormap.check_coords(TensorMapSpec("uint8", (80, 50), (80,), (64, 16)), (-16, 44))

@@ -48,20 +48,20 @@ __device__ __forceinline__ float4 mix_round(float4 acc, float4 nb)
     return acc;
 }
 
-// Compute tile t from its shared-memory copy `tile` ([TILE] floats) and store it to out.
-// Every one of the THREADS computing threads calls it with its index tid in [0, THREADS); the caller
-// guarantees the whole tile is visible to them.
+// Compute one tile from its shared-memory copy `tile` ([TILE] floats) into dst (global or shared):
+// all TILE results when valid == TILE, else only the first `valid`. Every one of the THREADS
+// computing threads calls it with its index tid in [0, THREADS); the caller guarantees the whole
+// tile is visible to them.
 template <int THREADS, int TILE>
-__device__ __forceinline__ void compute_tile(const float* tile, float* __restrict__ out, u64 t, u64 n,
-                                             int intensity, int tid = threadIdx.x)
+__device__ __forceinline__ void compute_tile_to(const float* tile, float* dst, u64 valid, int intensity,
+                                                int tid = threadIdx.x)
 {
     static_assert(TILE % (4 * THREADS) == 0, "TILE must be a multiple of 4 * THREADS");
     constexpr int NV = TILE / 4;
     constexpr int NEIGHBOR = NV / 2 + 1;  // a float4 in the other half of the tile: another thread's
     constexpr int NJ = NV / THREADS;      // float4s per thread
     const float4* tile4 = reinterpret_cast<const float4*>(tile);
-    const u64 valid = valid_elems<TILE>(t, n);
-    float* out_tile = out + t * TILE;
+    float* out_tile = dst;
     float4 acc[NJ];
 #pragma unroll
     for (int j = 0; j < NJ; ++j) acc[j] = tile4[tid + j * THREADS];
@@ -91,6 +91,14 @@ __device__ __forceinline__ void compute_tile(const float* tile, float* __restric
             if (e + 3 < valid) out_tile[e + 3] = acc[j].w;
         }
     }
+}
+
+// Compute tile t from its shared-memory copy and store it to out (see compute_tile_to).
+template <int THREADS, int TILE>
+__device__ __forceinline__ void compute_tile(const float* tile, float* __restrict__ out, u64 t, u64 n,
+                                             int intensity, int tid = threadIdx.x)
+{
+    compute_tile_to<THREADS, TILE>(tile, out + t * TILE, valid_elems<TILE>(t, n), intensity, tid);
 }
 
 // A thread's share of one tile held in registers: the float4s it owns.
