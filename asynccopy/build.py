@@ -354,7 +354,7 @@ def disassemble(cubin: bytes, *, what: str = "--dump-sass") -> str:
 # ---------------------------------------------------------------------------------------------
 # Launching
 
-_smem_opt_in: set[tuple[int, int, int]] = set()
+_smem_opt_in: dict[tuple[int, int], int] = {}  # (kernel handle, device) -> the limit set so far
 
 
 def check_driver(result, what: str):
@@ -371,8 +371,8 @@ def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:
     from cuda.bindings import driver
 
     handle = kernel.handle
-    memo = (int(handle), device_id, nbytes)
-    if memo in _smem_opt_in:
+    memo = (int(handle), device_id)
+    if _smem_opt_in.get(memo, -1) >= nbytes:  # the attribute is a maximum: never lower it
         return
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     if isinstance(handle, driver.CUkernel):
@@ -381,7 +381,7 @@ def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:
     else:
         check_driver(driver.cuFuncSetAttribute(handle, attr, nbytes),
                       f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})")
-    _smem_opt_in.add(memo)
+    _smem_opt_in[memo] = nbytes
 
 
 def launch(kernel, *args, grid, block, stream, shmem: int = 0, cluster=None) -> None:

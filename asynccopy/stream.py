@@ -32,7 +32,6 @@ class Mechanism:
     default_cache: str | None = None
     source: str = "stream.cu"  # the kernel file
     producer_warps: int = 0  # warps added to the block to issue copies (warp-specialized kernels)
-    out_buffers: int = 0  # tile-sized output buffers in shared memory besides the STAGES input ones
 
     def describe(self) -> str:
         stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
@@ -62,8 +61,8 @@ MECHANISMS: dict[str, Mechanism] = {
         Mechanism("primitives", "__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior", (8, 0), None),
         Mechanism("tma_1d", "TMA bulk copy: cuda::device::memcpy_async_tx + barrier_arrive_tx, one elected thread",
                   (9, 0), 1, source="stream_tma.cu"),
-        Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers; bulk stores back",
-                  (9, 0), None, source="stream_tma.cu", producer_warps=1, out_buffers=2),
+        Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers", (9, 0), None,
+                  source="stream_tma.cu", producer_warps=1),
         Mechanism("tma_2d", "TMA 2D tensor copies (rows of 64 floats) from a producer warp", (9, 0), None,
                   source="stream_tma.cu", producer_warps=1),
     )
@@ -147,8 +146,8 @@ class StreamConfig:
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory of one block: STAGES (+ output) buffers of TILE floats."""
-        return (self.stages + self.mech.out_buffers) * self.tile * 4
+        """Dynamic shared memory of one block: STAGES buffers of TILE floats."""
+        return self.stages * self.tile * 4
 
     def check_fits(self, smem_limit: int, where: str) -> None:
         """ArgumentError if the buffers cannot fit in ``smem_limit`` bytes of shared memory per block."""

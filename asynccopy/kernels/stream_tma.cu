@@ -5,7 +5,6 @@
 //                           all wait (the guide's low-level 1D form, §4.11.2.1)
 //   stream_tma_1d_pipeline  warp 0 is the producer: one lane keeps STAGES bulk copies in flight
 //                           (full / empty mbarriers, phase parity); THREADS consumer threads compute
-//                           into two output buffers that go back by bulk stores (bulk async-groups)
 //   stream_tma_2d           the same pipeline with 2D tensor copies: the array seen as rows of 64
 //                           floats, a tile = a box of TILE/64 rows through a __grid_constant__ map;
 //                           rows past the array come back zero-filled by TMA
@@ -92,14 +91,11 @@ __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consum
     }
 }
 
-// Results go back by TMA too: the consumers compute into one of two output buffers, fence, and one
-// consumer thread bulk-stores the tile; before the barrier that hands a buffer back for writing, it
-// waits until the previous store has read its buffer (bulk_wait_group_read).
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS + 32)
     stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
 {
-    float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32 in, then [2][TILE] f32 out
+    float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     const int lane = threadIdx.x % 32;
     auto produce = [&](u64 k, int s, ac::mbarrier_t* full) {
         float* buf = smem + s * TILE;
@@ -116,25 +112,9 @@ __global__ void __launch_bounds__(THREADS + 32)
         }
     };
     auto consume = [&](u64 k, int s) {
-        const int tid = threadIdx.x - 32;
-        float* obuf = smem + (STAGES + (k & 1)) * TILE;
-        const u64 t = ac::tile_of_block(k);
-        const u64 valid = acs::valid_elems<TILE>(t, n);
-        const u64 whole = valid & ~3ull;
-        acs::compute_tile_to<THREADS, TILE>(smem + s * TILE, obuf, valid, intensity, tid);
-        ac::fence_proxy_async_shared();             // these writes are read next by the bulk store
-        if (tid == 0) ac::bulk_wait_group_read<0>();  // the store of tile k-1 has read the other buffer
-        ac::named_barrier_sync(1, THREADS);         // obuf complete; the other buffer free again
-        if (tid == 0) {
-            if (whole) {
-                ac::bulk_store(out + t * TILE, obuf, static_cast<unsigned>(whole * sizeof(float)));
-                ac::bulk_commit_group();
-            }
-            for (u64 e = whole; e < valid; ++e) out[t * TILE + e] = obuf[e];
-        }
+        acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, threadIdx.x - 32);
     };
     producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
-    if (threadIdx.x == 32) ac::bulk_wait_group<0>();  // every store has landed before the block exits
 }
 
 template <int THREADS, int TILE, int STAGES>
