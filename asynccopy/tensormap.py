@@ -113,11 +113,13 @@ def dtype_name(dtype) -> str:
     return dt.name
 
 
-def validate(spec: TensorMapSpec, *, lint: bool = True) -> TensorMapSpec:
+def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> TensorMapSpec:
     """Raise TensorMapError naming the first broken rule; return the spec when it is valid.
 
-    The rules are those of ``cuTensorMapEncodeTiled`` on compute capability 9.0. With ``lint``, also
-    those the driver accepts but that are mistakes: a box larger than the tensor.
+    The rules are those of ``cuTensorMapEncodeTiled`` on compute capability 9.0. With ``safety``,
+    also what the driver accepts but the hardware then does unexpectedly (a swizzled box row narrower
+    than the span is padded to it in shared memory); with ``lint``, what is merely a likely mistake
+    (a box larger than the tensor). ``safety=False, lint=False``: exactly the driver's rules.
     """
     r = spec.rank
     if not 1 <= r <= 5:
@@ -168,6 +170,11 @@ def validate(spec: TensorMapSpec, *, lint: bool = True) -> TensorMapSpec:
         raise TensorMapError(f"interleave 32B needs swizzle 32B, got {spec.swizzle}")
     if spec.oob_fill == "nan" and not is_float:
         raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
+    if safety and spec.interleave == "none" and spec.swizzle != "none" and inner < SWIZZLE_SPAN[spec.swizzle]:
+            raise TensorMapError(
+                f"box_dim[0] (innermost) x {size} bytes = {inner} is narrower than the {spec.swizzle} swizzle span: "
+                f"TMA then pads every box row to {SWIZZLE_SPAN[spec.swizzle]} bytes in shared memory (seen on an H200: "
+                f"such a load wrote past a buffer of the box's size); make the box row exactly the span")
     if lint:
         for i, (b, d) in enumerate(zip(spec.box, spec.dims)):
             if b > d:

@@ -41,6 +41,8 @@ def test_good_specs_pass():
         ({"swizzle": "64B"}, r"box_dim\[0\] \(innermost\) x 4 bytes = 128 exceeds the 64B swizzle span of 64 bytes"),
         ({"dtype": "int32", "oob_fill": "nan"}, r"oob_fill nan needs a floating-point dtype, got int32"),
         ({"dims": (16, 512)}, r"box_dim\[0\] = 32 is larger than the tensor's global_dim\[0\] = 16"),
+        ({"swizzle": "128B", "box": (16, 64)},
+         r"box_dim\[0\] \(innermost\) x 4 bytes = 64 is narrower than the 128B swizzle span: TMA then pads"),
     ],
 )
 def test_rule_is_named(changes, message):
@@ -53,6 +55,7 @@ def test_issue_example_bf16_box_past_the_128B_span():
     with pytest.raises(TensorMapError, match=r"box_dim\[0\] must be in \[1, 256\], got 300"):
         tensormap.validate(spec)
     spec = TensorMapSpec("bfloat16", dims=(4096, 64), strides=(8192,), box=(96, 8), swizzle="128B")
+    tensormap.validate(tensormap.with_fields(spec, box=(64, 8)))  # exactly the span
     with pytest.raises(TensorMapError, match=r"box_dim\[0\] \(innermost\) x 2 bytes = 192 exceeds the 128B swizzle span"):
         tensormap.validate(spec)
 
@@ -72,9 +75,13 @@ def test_interleave_rules(changes, message):
         tensormap.validate(tensormap.with_fields(GOOD3, **changes))
 
 
-def test_lint_can_be_turned_off():
+def test_lint_and_safety_can_be_turned_off():
     big_box = tensormap.with_fields(GOOD, dims=(16, 512))
     assert tensormap.validate(big_box, lint=False) is big_box
+    narrow = tensormap.with_fields(GOOD, swizzle="128B", box=(16, 64))
+    with pytest.raises(TensorMapError, match="narrower than the 128B swizzle span"):
+        tensormap.validate(narrow, lint=False)
+    assert tensormap.validate(narrow, lint=False, safety=False) is narrow
 
 
 @pytest.mark.parametrize("swizzle, need", [("none", 128), ("32B", 256), ("64B", 512), ("128B", 1024)])

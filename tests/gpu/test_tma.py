@@ -63,10 +63,11 @@ def test_tensor_load_of_every_rank_with_out_of_bounds_fill(any_xp, rng, rank, dt
 
 
 SWIZZLE_CASES = [
-    # mode, dtype, rows, inner elements (inner bytes == the span, and narrower)
+    # mode, dtype, rows, inner elements: box rows exactly the span (narrower rows are padded to the
+    # span by TMA, which the validator refuses: see tensormap.validate)
     ("128B", "uint16", 64, 64), ("128B", "float32", 16, 32), ("128B", "uint8", 24, 128),
-    ("64B", "uint16", 32, 32), ("64B", "float32", 8, 16), ("32B", "uint16", 16, 16), ("32B", "float32", 12, 8),
-    ("128B", "uint16", 16, 32), ("64B", "uint8", 16, 32), ("128B", "float32", 8, 16),
+    ("64B", "uint16", 32, 32), ("64B", "float32", 8, 16), ("64B", "uint8", 40, 64),
+    ("32B", "uint16", 16, 16), ("32B", "float32", 12, 8), ("32B", "uint8", 8, 32),
 ]
 
 
@@ -241,7 +242,7 @@ def test_validator_and_driver_agree_on_random_configurations(facts):
         if rng.random() < 0.5:
             spec = _break_one_rule(rng, spec)
         try:
-            tensormap.validate(spec, lint=False)
+            tensormap.validate(spec, lint=False, safety=False)  # the driver's rules alone
             ours = True
         except tensormap.TensorMapError as exc:
             ours, why = False, str(exc)
