@@ -171,10 +171,10 @@ def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> 
     if spec.oob_fill == "nan" and not is_float:
         raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
     if safety and spec.interleave == "none" and spec.swizzle != "none" and inner < SWIZZLE_SPAN[spec.swizzle]:
-            raise TensorMapError(
-                f"box_dim[0] (innermost) x {size} bytes = {inner} is narrower than the {spec.swizzle} swizzle span: "
-                f"TMA then pads every box row to {SWIZZLE_SPAN[spec.swizzle]} bytes in shared memory (seen on an H200: "
-                f"such a load wrote past a buffer of the box's size); make the box row exactly the span")
+        raise TensorMapError(
+            f"box_dim[0] (innermost) x {size} bytes = {inner} is narrower than the {spec.swizzle} swizzle span: "
+            f"TMA then pads every box row to {SWIZZLE_SPAN[spec.swizzle]} bytes in shared memory (seen on an H200: "
+            f"such a load wrote past a buffer of the box's size); make the box row exactly the span")
     if lint:
         for i, (b, d) in enumerate(zip(spec.box, spec.dims)):
             if b > d:
