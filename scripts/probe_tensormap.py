@@ -21,3 +21,31 @@ for label, spec in [
     err, _ = tensormap.driver_encode(spec)
     print(f"{label:28s} driver: {err.name}")
 buf.close()
+
+buf = dev.allocate(1 << 20, stream=dev.default_stream)
+a = int(buf.handle)
+F = "float32"
+probes = [
+    ("r1 dims64 box32", TensorMapSpec(F, (64,), (), (32,), address=a)),
+    ("r1 dims65 box32", TensorMapSpec(F, (65,), (), (32,), address=a)),
+    ("r1 dims66 box32", TensorMapSpec(F, (66,), (), (32,), address=a)),
+    ("r1 dims256 box64", TensorMapSpec(F, (256,), (), (64,), address=a)),
+    ("r1 dims256 box128", TensorMapSpec(F, (256,), (), (128,), address=a)),
+    ("r1 dims256 box32 sw128", TensorMapSpec(F, (256,), (), (32,), swizzle="128B", address=a)),
+    ("r1 dims256 box16 sw64", TensorMapSpec(F, (256,), (), (16,), swizzle="64B", address=a)),
+    ("r1 dims256 box32 l2_64", TensorMapSpec(F, (256,), (), (32,), l2_promotion="64B", address=a)),
+    ("r2 d(65,10) box(32,4)", TensorMapSpec(F, (65, 10), (272,), (32, 4), address=a)),
+    ("r2 d(256,10) box(64,4)", TensorMapSpec(F, (256, 10), (1024,), (64, 4), address=a)),
+    ("r2 d(256,10) box(128,2)", TensorMapSpec(F, (256, 10), (1024,), (128, 2), address=a)),
+    ("r2 d(256,10) box(256,1)", TensorMapSpec(F, (256, 10), (1024,), (256, 1), address=a)),
+    ("r2 u8 box(256,256)", TensorMapSpec("uint8", (256, 256), (256,), (256, 256), address=a)),
+    ("r3 u8 box(256,256,2)", TensorMapSpec("uint8", (256, 256, 8), (256, 65536), (256, 256, 2), address=a)),
+    ("r3 u8 box(256,256,4)", TensorMapSpec("uint8", (256, 256, 8), (256, 65536), (256, 256, 4), address=a)),
+    ("r3 u8 box(256,256,8)", TensorMapSpec("uint8", (256, 256, 8), (256, 65536), (256, 256, 8), address=a)),
+    ("r2 i64 box(66,6)", TensorMapSpec("int64", (258, 223), (2064,), (66, 6), address=a)),
+    ("r2 i64 box(32,6)", TensorMapSpec("int64", (258, 223), (2064,), (32, 6), address=a)),
+    ("r2 i64 box(34,6)", TensorMapSpec("int64", (258, 223), (2064,), (34, 6), address=a)),
+]
+for label, spec in probes:
+    err, _ = tensormap.driver_encode(spec)
+    print(f"{label:28s} driver: {err.name}")
