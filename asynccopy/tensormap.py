@@ -36,6 +36,7 @@ L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 OOB_FILLS = ("zero", "nan")
 MAX_DIM = 1 << 32  # driver 580 accepts 2^32 (cuda.h of CUDA 13.5 says 2^31; probed on an H200)
 MAX_STRIDE = 1 << 40
+MAX_BOX_BYTES = 227 * 1024  # the driver refuses a box larger than a block's shared memory (CC 9.0)
 
 
 @dataclass(frozen=True)
@@ -166,10 +167,19 @@ def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> 
     if spec.interleave == "none" and spec.swizzle != "none" and inner > SWIZZLE_SPAN[spec.swizzle]:
         raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} exceeds the {spec.swizzle} swizzle "
                              f"span of {SWIZZLE_SPAN[spec.swizzle]} bytes")
-    if spec.interleave == "32B" and spec.swizzle != "32B":
-        raise TensorMapError(f"interleave 32B needs swizzle 32B, got {spec.swizzle}")
     if spec.oob_fill == "nan" and not is_float:
         raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
+    # The driver's own size check (probed on an H200, driver 580: 4000 random maps) counts the box as
+    # box_dim[0] x prod(box_dim[i] // element_strides[i]) elements.
+    counted = spec.box[0] * size
+    for b, e in zip(spec.box[1:], es[1:]):
+        counted *= max(1, b // e)
+    if counted > MAX_BOX_BYTES:
+        raise TensorMapError(f"the box holds {counted} bytes; a box can be at most {MAX_BOX_BYTES // 1024} KiB, "
+                             f"the shared memory of one block")
+    if safety and spec.interleave == "32B" and spec.swizzle != "32B":
+        raise TensorMapError(f"interleave 32B needs swizzle 32B (cuTensorMapEncodeTiled's documentation; driver 580 "
+                             f"does not check it), got {spec.swizzle}")
     if safety and spec.interleave == "none" and spec.swizzle != "none" and inner < SWIZZLE_SPAN[spec.swizzle]:
         raise TensorMapError(
             f"box_dim[0] (innermost) x {size} bytes = {inner} is narrower than the {spec.swizzle} swizzle span: "
@@ -249,8 +259,10 @@ def driver_encode(spec: TensorMapSpec):
     dtype, interleave, swizzle, l2, oob = _driver_enums(spec)
     es = spec.element_strides if spec.element_strides is not None else (1,) * spec.rank
     u32, u64 = d.cuuint32_t, d.cuuint64_t
+    # rank 1 has no stride, but an empty list becomes a NULL pointer, which the driver refuses
+    strides = spec.strides or (-(-spec.dims[0] * spec.elem_bytes // 16) * 16,)
     result = d.cuTensorMapEncodeTiled(dtype, u32(spec.rank), spec.address, [u64(x) for x in spec.dims],
-                                      [u64(x) for x in spec.strides], [u32(x) for x in spec.box],
+                                      [u64(x) for x in strides], [u32(x) for x in spec.box],
                                       [u32(x) for x in es], interleave, swizzle, l2, oob)
     return result[0], result[1]
 

@@ -41,6 +41,8 @@ def test_good_specs_pass():
         ({"swizzle": "64B"}, r"box_dim\[0\] \(innermost\) x 4 bytes = 128 exceeds the 64B swizzle span of 64 bytes"),
         ({"dtype": "int32", "oob_fill": "nan"}, r"oob_fill nan needs a floating-point dtype, got int32"),
         ({"dims": (16, 512)}, r"box_dim\[0\] = 32 is larger than the tensor's global_dim\[0\] = 16"),
+        ({"dtype": "float64", "dims": (256, 512), "box": (256, 256)},
+         r"the box holds 524288 bytes; a box can be at most 227 KiB, the shared memory of one block"),
         ({"swizzle": "128B", "box": (16, 64)},
          r"box_dim\[0\] \(innermost\) x 4 bytes = 64 is narrower than the 128B swizzle span: TMA then pads"),
     ],
@@ -63,7 +65,8 @@ def test_issue_example_bf16_box_past_the_128B_span():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"interleave": "32B", "swizzle": "128B", "strides": (32, 1024)}, r"interleave 32B needs swizzle 32B, got 128B"),
+        ({"interleave": "32B", "swizzle": "128B", "strides": (32, 1024)},
+         r"interleave 32B needs swizzle 32B \(cuTensorMapEncodeTiled's documentation; driver 580 does not check it\)"),
         ({"interleave": "32B", "swizzle": "32B", "strides": (48, 1024)},
          r"global_stride of dim 1 = 48 bytes must be a multiple of 32 \(interleave 32B\)"),
         ({"interleave": "32B", "swizzle": "32B", "strides": (32, 1024), "address": 0x7F0000000010},
@@ -124,3 +127,13 @@ def test_bad_coordinates(spec, coords, message):
 def test_good_coordinates():
     tensormap.check_coords(GOOD, (-4, -3))
     tensormap.check_coords(TensorMapSpec("uint8", (80, 50), (80,), (64, 16)), (-16, 44))
+
+
+def test_box_size_counts_element_strides_as_the_driver_does():
+    # 192 x 5 x 3 x 6 x (3 // 2) x 8 bytes = 138240 bytes: accepted by the driver although ceil(3 / 2) would
+    # make it 276480 (probed on an H200)
+    spec = TensorMapSpec("uint64", (400, 50, 50, 50, 50), (3200, 160000, 8000000, 400000000),
+                         (192, 5, 3, 6, 3), (1, 1, 1, 1, 2))
+    tensormap.validate(spec)
+    with pytest.raises(TensorMapError, match=r"the box holds 276480 bytes"):
+        tensormap.validate(tensormap.with_fields(spec, element_strides=(1, 1, 1, 1, 1), box=(192, 5, 3, 6, 2)))
