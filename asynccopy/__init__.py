@@ -1,7 +1,7 @@
 """asynccopy: asynchronous global → shared data movement on NVIDIA GPUs, usable and measured from Python."""
 
-from .build import compile, disassemble
 from . import device
+from .build import compile, disassemble
 from .device import DeviceFacts
 from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
 from .stream import MECHANISMS, Mechanism, StreamConfig, mechanisms, reference, run

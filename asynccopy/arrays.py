@@ -61,7 +61,8 @@ def resolve_stream(stream: object, like: object | None = None):
     for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream without the protocol
         if isinstance(getattr(stream, attr, None), int):
             return Stream.from_handle(getattr(stream, attr))
-    raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, got {type(stream).__name__}")
+    raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, "
+                        f"got {type(stream).__name__}")
 
 
 def _layout(obj: object, name: str):

@@ -59,7 +59,7 @@ def _no_gpu(reason: object) -> DeviceError:
     return DeviceError(f"no CUDA GPU available ({first})")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def current(device_id: int | None = None) -> DeviceFacts:
     """Facts of the current (or given) GPU; DeviceError in one line when there is none."""
     try:

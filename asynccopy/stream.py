@@ -223,7 +223,7 @@ def default_stages(tile: int, bytes_in_flight: int = 48 * 1024) -> int:
     return max(2, min(MAX_STAGES, 1 + math.ceil(bytes_in_flight / (tile * 4))))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel(cfg: StreamConfig, arch: str):
     """The loaded kernel of cfg: resolved once, so that a launch costs only the launch."""
     return cfg.compile(arch).kernel(cfg.name_expression())

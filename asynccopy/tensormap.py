@@ -273,8 +273,7 @@ def build(array, box, *, swizzle: str = "none", oob_fill: str = "zero", l2_promo
 
     ``box`` and ``element_strides`` are in the array's own (outermost-first) order."""
     from cuda.core import TensorMapDescriptorOptions  # noqa: F401  (present in cuda.core >= 1.2)
-    from cuda.core._tensor_map import (TensorMapInterleave, TensorMapL2Promotion, TensorMapOOBFill,
-                                       TensorMapSwizzle)
+    from cuda.core._tensor_map import TensorMapInterleave, TensorMapL2Promotion, TensorMapOOBFill, TensorMapSwizzle
     from cuda.core.utils import StridedMemoryView
 
     view = array if isinstance(array, StridedMemoryView) else StridedMemoryView.from_any_interface(array, stream_ptr=-1)

@@ -18,7 +18,7 @@ def _facts():
     return device.require((9, 0), "TMA")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(arch: str) -> build.Module:
     names = ([f"tma_load_dump<{r}>" for r in _RANKS] + [f"tma_store_box<{r}>" for r in _RANKS] + ["bulk_scale"]
              + [f"tma_walk<{r}, {c}>" for r, c in _WALK_BOXES])

@@ -13,5 +13,6 @@ for name, s, threads, tile, bps in cases:
     k = cfg.compile(facts.arch).kernel(cfg.name_expression())
     a = k.attributes
     r = stream_bench.run([cfg], (0, 8), size_bytes=mib << 20, reps=5, warmup=2, blocks_per_sm=bps, progress=lambda m: None)
-    print(f"{cfg.label():16s} s={s} threads={threads} tile={tile} bps={bps} regs={a.num_regs} static_smem={a.shared_size_bytes} "
+    print(f"{cfg.label():16s} s={s} threads={threads} tile={tile} bps={bps} regs={a.num_regs} "
+          f"static_smem={a.shared_size_bytes} "
           f"local={a.local_size_bytes}: " + " ".join(f"i{row.intensity}={row.ms:.3f}ms/{row.pct_copy:.0f}%" for row in r.rows))

@@ -1,7 +1,7 @@
 """Run one tile-stream config once (for ncu): python scripts/profile_one.py MECH STAGES INTENSITY [MiB]"""
 import sys
 
-import numpy as np
+from cuda.core import Device
 
 from asynccopy import device, stream
 from asynccopy.bench.harness import Scratch
@@ -9,8 +9,6 @@ from asynccopy.bench.harness import Scratch
 name, stages, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 mib = int(sys.argv[4]) if len(sys.argv) > 4 else 256
 facts = device.current()
-from cuda.core import Device
-
 s = Device().create_stream()
 sc = Scratch(s, facts)
 n = (mib << 20) // 4

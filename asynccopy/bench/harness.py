@@ -13,7 +13,7 @@ import numpy as np
 from .. import arrays, build, device
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _util():
     return build.compile(build.read_kernel("util.cu"), name="util")
 

@@ -140,7 +140,7 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
         check(cfg, scratch, intensities, seed=seed + 1000 + i)
         times = []
         for k in intensities:
-            def one(r: int, k=k) -> None:
+            def one(r: int, k=k, cfg=cfg) -> None:
                 x, y = rot.pair(r)
                 stream.launch(cfg, int(x.handle), int(y.handle), n, k, stream=s, facts=facts,
                               blocks_per_sm=blocks_per_sm)

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from asynccopy import stream
-from asynccopy.errors import ArgumentError
 from asynccopy.bench.stream_bench import DEFAULT_VARIANTS
+from asynccopy.errors import ArgumentError
 
 ARCHS = ["sm_80", "sm_90a"]
 VARIANTS = [pytest.param(name, opts, id=f"{name}-{'-'.join(f'{k}{v}' for k, v in opts.items())}".rstrip("-"))
