@@ -45,10 +45,14 @@ def cmd_info(args) -> int:
             print(f"  {mech.source} {mech.name}: skipped (needs CC {mech.min_cc[0]}.{mech.min_cc[1]})")
             continue
         units.append((f"{mech.source} {mech.name}", lambda cfg=cfg: cfg.compile(arch)))
+    if build.cc_of_arch(arch) >= (9, 0):
+        from . import tma
+
+        units.append(("tma.cu (TMA building blocks)", lambda: tma.module(arch)))
     for label, make in units:
         t0 = time.perf_counter()
         module = make()
-        print(f"  {label:24s} {len(module.cubin) / 1024:7.0f} KiB cubin  {time.perf_counter() - t0:5.1f} s  "
+        print(f"  {label:30s} {len(module.cubin) / 1024:7.0f} KiB cubin  {time.perf_counter() - t0:5.1f} s  "
               f"({module.source})")
     return 0
 

@@ -15,6 +15,7 @@ def test_info_with_arch_needs_no_gpu(capsys):
         assert f"stream.cu {name} " in out
     for name in ("tma_1d", "tma_1d_pipeline", "tma_2d"):
         assert f"stream_tma.cu {name} " in out
+    assert "tma.cu (TMA building blocks)" in out
 
 
 def test_info_for_ampere_skips_tma(capsys):
