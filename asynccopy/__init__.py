@@ -4,11 +4,13 @@ from . import device
 from .build import compile, disassemble
 from .device import DeviceFacts
 from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
+from .planner import Operand, plan
 from .stream import MECHANISMS, Mechanism, StreamConfig, mechanisms, reference, run
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "MECHANISMS", "Mechanism",
-    "StreamConfig", "compile", "device", "disassemble", "mechanisms", "reference", "run",
+    "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference", "run",
+
 ]

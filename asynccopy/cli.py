@@ -118,6 +118,39 @@ def cmd_tensormap_check(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from . import planner
+
+    device = args.device
+    if device is None:
+        device = None if _has_gpu() else "H200"
+        if device:
+            print("no local GPU: planning for the H200 (pass --device to choose)")
+    p = planner.plan(args.operand, threads=args.threads, device=device, regs_per_thread=args.regs,
+                     compute_ns=args.compute_ns, blocks_per_sm=args.blocks_per_sm, max_stages=args.max_stages)
+    print(p.report())
+    return 0
+
+
+def _has_gpu() -> bool:
+    return device.has_gpu()
+
+
+def cmd_simulate(args) -> int:
+    from . import devices, simulate
+
+    dev = devices.lookup(args.device) if args.device else devices.from_facts(device.current())
+    bw = (args.bandwidth_gbps or dev.bandwidth / 1e9) / dev.sm_count
+    sim = simulate.simulate(args.stages, args.tiles, tile_bytes=args.tile_bytes, compute_ns=args.compute_ns,
+                            latency_ns=args.latency_ns or dev.latency_ns, bandwidth_per_sm=bw, blocks=args.blocks_per_sm)
+    print(f"{dev.name}: {bw:.1f} GB/s per SM, latency {args.latency_ns or dev.latency_ns:.0f} ns, "
+          f"tile {args.tile_bytes} B in + out, compute {args.compute_ns:.0f} ns per tile")
+    print(simulate.timeline_text(sim, tiles=min(args.tiles, 12)))
+    if args.png:
+        print(f"wrote {simulate.timeline_png(sim, args.png, tiles=min(args.tiles, 12))}")
+    return 0
+
+
 def cmd_swizzle(args) -> int:
     from . import swizzle
 
@@ -181,6 +214,29 @@ def parser() -> argparse.ArgumentParser:
     swz.add_argument("--base", type=int, default=0, help="destination offset inside the swizzle repeat (bytes)")
     swz.add_argument("--rows", type=int, default=16, help="rows of the layout to print")
     swz.set_defaults(fn=cmd_swizzle)
+
+    pl = sub.add_parser("plan", help="choose the stage count: shared memory, occupancy, Little's law (no GPU needed)")
+    pl.add_argument("--operand", action="append", required=True, help="a tile per stage: NAME:128x32:bf16 (repeat)")
+    pl.add_argument("--threads", type=int, default=256)
+    pl.add_argument("--device", help="H200, H100-SXM, H100-PCIe, A100-40GB, A100-80GB, V100, L40S, RTX4090 "
+                                     "(default: the local GPU)")
+    pl.add_argument("--regs", type=int, default=None, help="registers per thread")
+    pl.add_argument("--compute-ns", type=float, default=None, help="compute time per tile (enables predictions)")
+    pl.add_argument("--blocks-per-sm", type=int, default=None, help="cap on resident blocks per SM")
+    pl.add_argument("--max-stages", type=int, default=8)
+    pl.set_defaults(fn=cmd_plan)
+
+    sim = sub.add_parser("simulate", help="the pipeline model's timeline (text, or PNG with --png)")
+    sim.add_argument("--stages", type=int, required=True)
+    sim.add_argument("--tiles", type=int, default=32)
+    sim.add_argument("--tile-bytes", type=int, default=16384)
+    sim.add_argument("--compute-ns", type=float, required=True)
+    sim.add_argument("--device", default=None, help="a table device (default: the local GPU)")
+    sim.add_argument("--latency-ns", type=float, default=None)
+    sim.add_argument("--bandwidth-gbps", type=float, default=None, help="device bandwidth (default: the table's)")
+    sim.add_argument("--blocks-per-sm", type=int, default=1)
+    sim.add_argument("--png", default=None)
+    sim.set_defaults(fn=cmd_simulate)
 
     bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")

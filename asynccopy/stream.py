@@ -217,6 +217,16 @@ class StreamConfig:
         return "LDGSTS"
 
 
+def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
+    """The planner's stage count for cfg's tile on a live device (asynccopy.planner)."""
+    from . import devices, planner
+
+    p = planner.plan([planner.Operand("tile", (cfg.tile,), "float32")], threads=cfg.block,
+                     device=devices.from_facts(facts), blocks_per_sm=blocks_per_sm, max_stages=MAX_STAGES,
+                     static_smem=1024)
+    return max(1, min(p.recommended, MAX_STAGES))
+
+
 def default_stages(tile: int, bytes_in_flight: int = 48 * 1024) -> int:
     """Enough stages that the tiles in flight behind the one being computed hold ``bytes_in_flight``
     (48 KiB per SM saturates an H200, CCCL's transform tuning)."""
@@ -283,6 +293,8 @@ def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: i
     intensity = check_intensity(intensity)
     blocks_per_sm = check_blocks_per_sm(blocks_per_sm)
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
+    if stages is None and cfg.mech.fixed_stages is None:
+        cfg = replace(cfg, stages=planned_stages(cfg, facts, blocks_per_sm))
     cfg.check_fits(facts.smem_per_block_optin, facts.name)
     s = arrays.resolve_stream(stream, x)
     src = arrays.view(x, "x", stream=s)

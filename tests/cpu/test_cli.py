@@ -64,3 +64,19 @@ def test_info_without_gpu_or_arch_fails_in_one_line():
                           env=_hidden_gpu_env(), timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith("asynccopy info: no CUDA GPU available"), done.stderr
+
+
+def test_plan_command_names_the_seed_example(capsys):
+    assert cli.main(["plan", "--device", "A100-40GB", "--operand", "A:128x128:f32", "--operand", "B:128x128:f32",
+                     "--threads", "256", "--max-stages", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "impossible: 2 stages need 256 KiB of shared memory; A100-40GB allows 163 KiB per block" in out
+    assert "recommended: 1 stage(s)" in out
+
+
+def test_simulate_command_draws_a_timeline(capsys, tmp_path):
+    png = tmp_path / "t.png"
+    assert cli.main(["simulate", "--stages", "3", "--compute-ns", "800", "--device", "H200", "--tiles", "8",
+                     "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "load[2] |" in out and "compute |" in out and png.exists()

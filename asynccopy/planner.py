@@ -1,0 +1,218 @@
+"""How many stages? A planner that answers from the shared-memory budget, occupancy, Little's law and
+(when the compute time per tile is known) the pipeline simulator — without a GPU.
+
+Following seed 000 §7: stages cost shared memory and may cost occupancy; the smallest stage count
+whose copies in flight cover the memory latency (and keep the device's bandwidth busy) is enough.
+Below compute capability 8.0 memcpy_async is synchronous (no LDGSTS), so more stages bring nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from . import devices, simulate
+from .errors import ArgumentError
+from .tensormap import DTYPES, dtype_name
+
+KiB = 1024
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand's tile in one stage, e.g. A: 128 x 32 bf16."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * DTYPES[self.dtype][0]
+
+    @staticmethod
+    def parse(text: str) -> Operand:
+        """``"A:128x32:bf16"`` (name optional: ``"128x32:bf16"``)."""
+        parts = text.split(":")
+        if len(parts) == 2:
+            parts = ["tile"] + parts
+        if len(parts) != 3 or not re.fullmatch(r"\d+(x\d+)*", parts[1].lower()):
+            raise ArgumentError(f"operand must look like NAME:128x32:bf16, got {text!r}")
+        dtype = dtype_name(parts[2])
+        if dtype not in DTYPES:
+            raise ArgumentError(f"operand {parts[0]}: unknown dtype {parts[2]!r}; known: {', '.join(DTYPES)}")
+        return Operand(parts[0], tuple(int(d) for d in parts[1].lower().split("x")), dtype)
+
+
+@dataclass
+class StageRow:
+    stages: int
+    smem_per_block: int
+    fits: bool
+    blocks_per_sm: int
+    limiter: str
+    occupancy: float  # resident warps / the SM's maximum
+    bytes_in_flight_per_sm: int  # prefetched tiles while one is computed ((stages - 1) per block)
+    coverage: float  # bytes in flight / bytes the device needs in flight per SM
+    ns_per_tile: float | None = None  # simulator's prediction, when the compute time is known
+
+
+@dataclass
+class Plan:
+    device: devices.KnownDevice
+    operands: list[Operand]
+    threads: int
+    stage_bytes: int
+    needed_bytes_per_sm: float
+    rows: list[StageRow]
+    recommended: int
+    reasons: list[str] = field(default_factory=list)
+    impossible: str | None = None
+    compute_ns: float | None = None
+
+    def row(self, stages: int) -> StageRow:
+        return next(r for r in self.rows if r.stages == stages)
+
+    def report(self) -> str:
+        d = self.device
+        ops = ", ".join(f"{o.name} {'x'.join(map(str, o.shape))} {o.dtype}" for o in self.operands)
+        lines = [f"{d.name} (CC {d.cc[0]}.{d.cc[1]}, {d.sm_count} SMs, {d.smem_per_block_optin // KiB} KiB shared "
+                 f"memory per block, {d.smem_per_sm // KiB} KiB per SM, {d.bandwidth / 1e9:.0f} GB/s, assumed latency "
+                 f"{d.latency_ns:.0f} ns: {d.latency_source})",
+                 f"per stage: {ops} = {self.stage_bytes / KiB:.1f} KiB; {self.threads} threads per block",
+                 f"to keep the memory busy an SM needs {self.needed_bytes_per_sm / KiB:.1f} KiB in flight",
+                 "stages  smem/block  fits  blocks/SM  limited by      occupancy  in flight/SM  coverage"
+                 + ("  ns/tile" if self.compute_ns is not None else "")]
+        for r in self.rows:
+            lines.append(f"{r.stages:6d}  {r.smem_per_block / KiB:8.1f}K  {'yes' if r.fits else ' no'}   "
+                         f"{r.blocks_per_sm:8d}  {r.limiter:14s} {100 * r.occupancy:8.0f}%  "
+                         f"{r.bytes_in_flight_per_sm / KiB:10.1f}K  {100 * r.coverage:7.0f}%"
+                         + (f"  {r.ns_per_tile:7.0f}" if r.ns_per_tile is not None else ""))
+        if self.impossible:
+            lines.append(f"impossible: {self.impossible}")
+        lines.append(f"recommended: {self.recommended} stage(s)")
+        lines += [f"  - {why}" for why in self.reasons]
+        return "\n".join(lines)
+
+
+def _blocks_per_sm(device: devices.KnownDevice, smem: int, threads: int, regs: int | None,
+                   requested: int | None) -> tuple[int, str]:
+    warps = -(-threads // 32)
+    limits = {
+        "shared memory": device.smem_per_sm // (smem + device.reserved_smem_per_block) if smem else 10**9,
+        "threads": device.max_threads_per_sm // (32 * warps),
+        "blocks": device.max_blocks_per_sm,
+    }
+    if regs:
+        per_warp = -(-regs * 32 // 256) * 256  # registers are allocated per warp, 256 at a time
+        limits["registers"] = device.regs_per_sm // (per_warp * warps)
+    if requested is not None:
+        limits["requested"] = requested
+    limiter = min(limits, key=lambda k: (limits[k], k != "requested"))
+    return max(0, limits[limiter]), limiter
+
+
+def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
+         compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
+         static_smem: int = 0, tiles: int = 64) -> Plan:
+    """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
+
+    ``device``: a table name ("H200", "A100-40GB", ...), a KnownDevice, live DeviceFacts, or None for
+    the local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
+    ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1)."""
+    ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
+    if not ops:
+        raise ArgumentError("plan needs at least one operand tile")
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
+    dev = _device(device)
+    stage = sum(o.nbytes for o in ops)
+    needed = dev.bytes_in_flight_per_sm
+    rows = []
+    for s in range(1, max_stages + 1):
+        smem = s * stage + static_smem
+        fits = smem <= dev.smem_per_block_optin
+        b, limiter = _blocks_per_sm(dev, smem, threads, regs_per_thread, blocks_per_sm) if fits else (0, "shared memory")
+        flight = max(s - 1, 1) * stage * b if s > 1 else 0
+        rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
+                             flight / needed if needed else 0.0))
+    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns)
+    if compute_ns is not None:
+        bw_sm = dev.bandwidth / dev.sm_count / 1e9
+        for r in rows:
+            if r.fits and r.blocks_per_sm:
+                sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
+                                        latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm)
+                r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
+    _recommend(result)
+    return result
+
+
+def _device(device) -> devices.KnownDevice:
+    if isinstance(device, devices.KnownDevice):
+        return device
+    if isinstance(device, str):
+        return devices.lookup(device)
+    if device is None:
+        from .device import current
+
+        return devices.from_facts(current())
+    return devices.from_facts(device)
+
+
+def _recommend(p: Plan) -> None:
+    dev, why = p.device, p.reasons
+    fitting = [r for r in p.rows if r.fits and r.blocks_per_sm > 0]
+    if not fitting:
+        p.impossible = (f"one stage of {p.stage_bytes / KiB:.0f} KiB does not fit: {dev.name} allows "
+                        f"{dev.smem_per_block_optin // KiB} KiB per block")
+        why.append("use smaller tiles or a narrower dtype")
+        return
+    if len(p.rows) > 1 and not p.row(2).fits:
+        p.impossible = (f"2 stages need {p.row(2).smem_per_block / KiB:.0f} KiB of shared memory; {dev.name} allows "
+                        f"{dev.smem_per_block_optin // KiB} KiB per block ({dev.smem_per_sm // KiB} KiB per SM): "
+                        f"no double buffering at this tile size")
+        p.recommended = 1
+        why.append("halve the tile (or use a 2-byte dtype) to double-buffer (seed 000 §7.3)")
+        return
+    if dev.cc < (8, 0):
+        p.recommended = 1
+        why.append(f"compute capability {dev.cc[0]}.{dev.cc[1]} has no LDGSTS: memcpy_async falls back to "
+                   f"synchronous copies, so more stages bring nothing (seed 000 §7.4)")
+        return
+    multi = [r for r in fitting if r.stages >= 2]
+    if not multi:
+        p.recommended = 1
+        why.append("only one stage was considered (max_stages=1)")
+        return
+    if p.compute_ns is not None and all(r.ns_per_tile is not None for r in fitting):
+        best = min(fitting, key=lambda r: r.ns_per_tile)
+        enough = min((r for r in fitting if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages)
+        one = p.row(1)
+        if one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile:
+            enough = one
+            why.append("load << compute: a second buffer would save under 5% (seed 000 §7.2)")
+        p.recommended = enough.stages
+        why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the best "
+                   f"({best.stages} stages, {best.ns_per_tile:.0f} ns)")
+        fewer = [r for r in fitting if r.stages < enough.stages]
+        if fewer:
+            f = fewer[-1]
+            why.append(f"{f.stages} stage(s) would take {f.ns_per_tile:.0f} ns per tile "
+                       f"(+{100 * (f.ns_per_tile / enough.ns_per_tile - 1):.0f}%)")
+        return
+    covered = [r for r in multi if r.coverage >= 1.0]
+    if covered:
+        r = covered[0]
+        p.recommended = r.stages
+        why.append(f"{r.stages} stages keep {r.bytes_in_flight_per_sm / KiB:.0f} KiB in flight per SM "
+                   f"({r.blocks_per_sm} block(s) x {r.stages - 1} prefetched tile(s)) >= the "
+                   f"{p.needed_bytes_per_sm / KiB:.0f} KiB the device needs (Little's law)")
+    else:
+        r = max(multi, key=lambda r: (r.coverage, -r.stages))
+        p.recommended = r.stages
+        why.append(f"no stage count that fits covers the latency: {r.stages} stages reach {100 * r.coverage:.0f}% of "
+                   f"the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM needed; expect less than full bandwidth")
+    if p.recommended > 2:
+        why.append("the first 2 stages hide the load behind one compute; the rest keep enough bytes in flight")

@@ -1,0 +1,167 @@
+"""A discrete-event model of an N-stage copy/compute pipeline on one SM, and its timeline.
+
+Model (the tile-stream kernels' schedule):
+  * each of ``blocks`` blocks on the SM walks ``tiles`` tiles through ``stages`` buffers;
+  * the copy of tile k + stages - 1 is issued when tile k's compute starts (its buffer was freed by
+    the compute of tile k - 1); with one stage, the copy of tile k is issued when tile k - 1's compute
+    ends, so nothing overlaps inside the block;
+  * copies and the stores of results share the SM's share of memory bandwidth, first come first
+    served: a copy issued at t finishes at max(t + latency, the end of its turn on the bandwidth);
+  * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
+    barrier cost) and takes ``compute_ns``.
+Times are in nanoseconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from .errors import ArgumentError
+
+
+@dataclass
+class TileEvents:
+    block: int
+    tile: int
+    issued: float = 0.0
+    ready: float = 0.0
+    compute_start: float = 0.0
+    compute_end: float = 0.0
+
+
+@dataclass
+class Simulation:
+    stages: int
+    blocks: int
+    tiles: int
+    events: list[TileEvents] = field(repr=False)
+    total_ns: float = 0.0
+
+    @property
+    def ns_per_tile(self) -> float:
+        """Time per tile of one block: the whole run (last compute or last store) over its tiles."""
+        return self.total_ns / self.tiles
+
+    @property
+    def overlap(self) -> float:
+        """Fraction of compute time during which the copy of a later tile of the same block is in flight."""
+        by_block: dict[int, list[TileEvents]] = {}
+        for e in self.events:
+            by_block.setdefault(e.block, []).append(e)
+        covered = total = 0.0
+        for evs in by_block.values():
+            for e in evs:
+                total += e.compute_end - e.compute_start
+                spans = [(max(o.issued, e.compute_start), min(o.ready, e.compute_end)) for o in evs if o.tile > e.tile]
+                covered += _union_length([(a, b) for a, b in spans if b > a])
+        return covered / total if total else 0.0
+
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    length, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            length += b - max(a, end)
+            end = b
+    return length
+
+
+def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, latency_ns: float,
+             bandwidth_per_sm: float, blocks: int = 1, out_bytes: float | None = None,
+             barrier_ns: float = 0.0) -> Simulation:
+    """Run the model. ``bandwidth_per_sm`` in bytes per ns (GB/s); ``out_bytes`` per tile default =
+    ``tile_bytes`` (results written back)."""
+    for name, value in (("stages", stages), ("tiles", tiles), ("blocks", blocks)):
+        if int(value) != value or value < 1:
+            raise ArgumentError(f"{name} must be an integer >= 1, got {value}")
+    if bandwidth_per_sm <= 0 or latency_ns < 0 or compute_ns < 0 or tile_bytes <= 0:
+        raise ArgumentError("bandwidth must be > 0; latency, compute time >= 0; tile_bytes > 0")
+    out_bytes = tile_bytes if out_bytes is None else out_bytes
+    events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
+    last_end = [0.0] * blocks  # end of each block's latest compute
+    server_free = stores_done = 0.0
+    queue: list[tuple[float, int, int, int, float]] = []  # (time, order, block, tile or -1 for a store, bytes)
+    order = 0
+
+    def push(t: float, block: int, tile: int, nbytes: float) -> None:
+        nonlocal order
+        heapq.heappush(queue, (t, order, block, tile, nbytes))
+        order += 1
+
+    for b in range(blocks):
+        for k in range(min(max(stages - 1, 1), tiles)):
+            push(0.0, b, k, tile_bytes)
+    while queue:
+        t, _, b, k, nbytes = heapq.heappop(queue)
+        start = max(t, server_free)
+        server_free = start + nbytes / bandwidth_per_sm
+        if k < 0:
+            stores_done = max(stores_done, server_free)  # a store only takes bandwidth
+            continue
+        e = events[b][k]
+        e.issued, e.ready = t, max(t + latency_ns, server_free)
+        e.compute_start = max(e.ready, last_end[b]) + barrier_ns
+        e.compute_end = last_end[b] = e.compute_start + compute_ns
+        push(e.compute_end, b, -1, out_bytes)
+        nxt = k + max(stages - 1, 1)
+        if nxt < tiles:
+            push(e.compute_start if stages > 1 else e.compute_end, b, nxt, tile_bytes)
+    flat = [e for evs in events for e in evs]
+    return Simulation(stages, blocks, tiles, flat, max(max(e.compute_end for e in flat), stores_done))
+
+
+def timeline_text(sim: Simulation, *, block: int = 0, width: int = 72, tiles: int | None = None) -> str:
+    """The seed's timeline, drawn: one row per buffer for the copies, one for the compute."""
+    evs = [e for e in sim.events if e.block == block][: tiles or sim.tiles]
+    end = max(e.compute_end for e in evs)
+    scale = width / end if end else 1.0
+
+    def bar(spans, char):
+        row = [" "] * width
+        for a, b in spans:
+            lo, hi = int(a * scale), max(int(a * scale) + 1, int(b * scale))
+            for i in range(lo, min(hi, width)):
+                row[i] = char
+        return "".join(row)
+
+    rows = []
+    for s in range(max(sim.stages, 1)):
+        spans = [(e.issued, e.ready) for e in evs if e.tile % max(sim.stages, 1) == s]
+        rows.append(f"load[{s}] |{bar(spans, '█')}|")
+    rows.append(f"compute |{bar([(e.compute_start, e.compute_end) for e in evs], '▓')}|")
+    rows.append(f"         0{'':>{width - 12}}{end / 1000:.2f} us")
+    head = (f"{sim.stages} stage(s), {sim.blocks} block(s) per SM: {sim.ns_per_tile:.0f} ns per tile, "
+            f"{100 * sim.overlap:.0f}% of compute overlapped with later copies")
+    return "\n".join([head] + rows)
+
+
+def timeline_png(sim: Simulation, path: str, *, block: int = 0, tiles: int | None = None,
+                 measured: list[TileEvents] | None = None) -> str:
+    """The timeline as a PNG (matplotlib); with ``measured``, a measured trace drawn beside it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ArgumentError("drawing a PNG needs matplotlib: pip install matplotlib") from None
+    panels = [("simulated", [e for e in sim.events if e.block == block][: tiles or sim.tiles])]
+    if measured:
+        panels.append(("measured", measured[: tiles or len(measured)]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 1.2 + 1.1 * len(panels) * (sim.stages + 1) / 2), squeeze=False)
+    for ax, (title, evs) in zip(axes[:, 0], panels):
+        t0 = min(e.issued for e in evs)
+        for e in evs:
+            row = e.tile % sim.stages
+            ax.broken_barh([((e.issued - t0) / 1e3, (e.ready - e.issued) / 1e3)], (row + 1, 0.8), color="tab:blue",
+                           edgecolor="white")
+            ax.broken_barh([((e.compute_start - t0) / 1e3, (e.compute_end - e.compute_start) / 1e3)], (0, 0.8),
+                           color="tab:orange", edgecolor="white")
+        ax.set_yticks([0.4] + [s + 1.4 for s in range(sim.stages)], ["compute"] + [f"load[{s}]" for s in range(sim.stages)])
+        ax.set_xlabel("us")
+        ax.set_title(f"{title}: {sim.stages} stage(s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,161 @@
+"""The planner, the simulator and the device table against hand-computed cases (no GPU needed)."""
+
+import pytest
+
+from asynccopy import devices, planner, simulate
+from asynccopy.errors import ArgumentError
+
+
+def test_seed_a100_example_cannot_double_buffer():
+    # seed 000 §5.2 / §7.3: 128x128 fp32 A and B tiles double-buffered need 256 KiB; an A100 SM has 164 KiB
+    p = planner.plan(["A:128x128:f32", "B:128x128:f32"], threads=256, device="A100-40GB", max_stages=4)
+    assert p.stage_bytes == 128 * 1024 and p.recommended == 1
+    assert p.impossible == ("2 stages need 256 KiB of shared memory; A100-40GB allows 163 KiB per block "
+                            "(164 KiB per SM): no double buffering at this tile size")
+    half = planner.plan(["A:64x64:f32", "B:64x64:f32"], threads=256, device="A100-40GB", max_stages=4)
+    assert half.impossible is None and half.row(2).smem_per_block == 64 * 1024
+
+
+def test_stage_that_does_not_fit_at_all():
+    p = planner.plan(["A:256x256:f32"], threads=256, device="H200")
+    assert p.recommended == 0 and p.impossible == "one stage of 256 KiB does not fit: H200 allows 227 KiB per block"
+
+
+def test_fallback_below_compute_capability_8():
+    p = planner.plan(["A:64x64:f32", "B:64x64:f32"], threads=256, device="V100", max_stages=3)
+    assert p.recommended == 1 and "no LDGSTS" in p.reasons[0] and "more stages bring nothing" in p.reasons[0]
+
+
+def test_littles_law_on_the_h200_tile_stream():
+    # 16 KiB tiles, one block per SM: the H200 needs 48 KiB in flight per SM -> 3 prefetched tiles -> 4 stages
+    p = planner.plan(["tile:4096:f32"], threads=256, device="H200", blocks_per_sm=1, max_stages=8)
+    assert p.needed_bytes_per_sm == pytest.approx(48 * 1024)
+    assert p.recommended == 4
+    assert [r.bytes_in_flight_per_sm // 1024 for r in p.rows[:4]] == [0, 16, 32, 48]
+    assert "Little's law" in p.reasons[0]
+
+
+def test_more_blocks_per_sm_need_fewer_stages():
+    p = planner.plan(["tile:4096:f32"], threads=256, device="H200", blocks_per_sm=4, max_stages=8)
+    assert p.recommended == 2  # 4 blocks x 1 prefetched tile x 16 KiB = 64 KiB >= 48 KiB
+
+
+@pytest.mark.parametrize(
+    "kwargs, blocks, limiter",
+    [
+        ({"operands": ["t:4096:f32"], "threads": 256}, 8, "threads"),          # 2048 threads per SM
+        ({"operands": ["t:4096:f32"], "threads": 256, "regs_per_thread": 128}, 2, "registers"),  # 128*256 = 32768
+        ({"operands": ["t:4096:f32"], "threads": 256, "regs_per_thread": 255}, 1, "registers"),  # rounds up to 256
+        ({"operands": ["t:16384:f32"], "threads": 128}, 3, "shared memory"),   # 228 // (64 + 1) KiB
+        ({"operands": ["t:256:f32"], "threads": 32}, 32, "blocks"),
+    ],
+)
+def test_occupancy_limiters(kwargs, blocks, limiter):
+    p = planner.plan(kwargs.pop("operands"), device="H200", max_stages=1, **kwargs)
+    assert (p.row(1).blocks_per_sm, p.row(1).limiter) == (blocks, limiter)
+
+
+def test_compute_time_picks_the_smallest_sufficient_stage_count():
+    # compute-bound: one prefetched tile hides the load
+    slow = planner.plan(["tile:4096:f32"], threads=256, device="H200", blocks_per_sm=1, compute_ns=3000, max_stages=6)
+    assert slow.recommended == 2 and slow.row(1).ns_per_tile > 1.3 * slow.row(2).ns_per_tile
+    # load >> compute: bandwidth needs more tiles in flight
+    fast = planner.plan(["tile:4096:f32"], threads=256, device="H200", blocks_per_sm=1, compute_ns=50, max_stages=8)
+    assert fast.recommended >= 3
+    assert fast.row(fast.recommended).ns_per_tile <= 1.02 * min(r.ns_per_tile for r in fast.rows)
+    # load << compute: even the second buffer saves under 5%
+    tiny = planner.plan(["tile:64:f32"], threads=32, device="H200", blocks_per_sm=1, compute_ns=100_000, max_stages=4)
+    assert tiny.recommended == 1 and "load << compute" in " ".join(tiny.reasons)
+
+
+def test_operand_parsing():
+    assert planner.Operand.parse("A:128x32:bf16") == planner.Operand("A", (128, 32), "bfloat16")
+    assert planner.Operand.parse("64x64:f32").nbytes == 64 * 64 * 4
+    with pytest.raises(ArgumentError, match=r"operand must look like NAME:128x32:bf16, got 'A:128-32:f32'"):
+        planner.Operand.parse("A:128-32:f32")
+    with pytest.raises(ArgumentError, match=r"operand A: unknown dtype 'f7'"):
+        planner.Operand.parse("A:8x8:f7")
+
+
+def test_device_table():
+    assert devices.lookup("NVIDIA H200").name == "H200"
+    assert devices.lookup("NVIDIA H100 PCIe").name == "H100-PCIe"
+    assert devices.lookup("NVIDIA A100-SXM4-80GB").name == "A100-80GB"
+    assert devices.lookup("a100-40gb").name == "A100-40GB"
+    for name in ("V100", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "L40S", "RTX4090"):
+        d = devices.KNOWN[name]
+        assert d.latency_ns > 0 and d.latency_source
+    assert devices.KNOWN["A100-40GB"].bytes_in_flight_per_sm == pytest.approx(16 * 1024)
+    with pytest.raises(ArgumentError, match=r"unknown device 'MI300X'; known: V100, A100-40GB"):
+        devices.lookup("MI300X")
+
+
+# ---------------------------------------------------------------------------------------------
+# The simulator
+
+def _sim(stages, tiles=10, **kw):
+    args = dict(tile_bytes=100, compute_ns=50, latency_ns=100, bandwidth_per_sm=10.0, out_bytes=0)
+    args.update(kw)
+    return simulate.simulate(stages, tiles, **args)
+
+
+def test_one_stage_is_latency_plus_compute():
+    s = _sim(1)
+    assert s.total_ns == pytest.approx(150 * 10)  # issue, 100 ns latency, 50 ns compute, repeat
+    assert s.overlap == 0.0
+
+
+def test_two_stages_with_latency_above_compute_are_latency_bound():
+    s = _sim(2)
+    assert s.total_ns == pytest.approx(100 * 10 + 50)  # one tile in flight: a new one every 100 ns
+    assert s.overlap == pytest.approx(0.9)  # every compute but the last has the next copy in flight
+
+
+def test_three_stages_hide_the_latency():
+    s = _sim(3)
+    assert s.total_ns == pytest.approx(100 + 50 * 10)  # after the first tile, compute-bound
+
+
+def test_bandwidth_bound_when_bytes_dominate():
+    s = _sim(8, tiles=50, latency_ns=0, bandwidth_per_sm=1.0, compute_ns=10, out_bytes=100)
+    assert s.ns_per_tile == pytest.approx(200, rel=0.05)  # 100 bytes in + 100 out per tile at 1 B/ns
+
+
+def test_blocks_share_the_bandwidth():
+    one = _sim(4, tiles=40, latency_ns=0, bandwidth_per_sm=1.0, compute_ns=1, out_bytes=0)
+    two = _sim(4, tiles=40, latency_ns=0, bandwidth_per_sm=1.0, compute_ns=1, out_bytes=0, blocks=2)
+    assert two.total_ns == pytest.approx(2 * one.total_ns, rel=0.05)
+
+
+def test_timeline_text_has_a_row_per_buffer():
+    text = simulate.timeline_text(_sim(3), width=40)
+    lines = text.splitlines()
+    assert lines[1].startswith("load[0] |") and lines[3].startswith("load[2] |") and lines[4].startswith("compute |")
+    assert "█" in lines[1] and "▓" in lines[4]
+
+
+def test_timeline_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = simulate.timeline_png(_sim(2), str(tmp_path / "t.png"))
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.endswith("t.png")
+
+
+@pytest.mark.parametrize("bad, message", [({"stages": 0}, r"stages must be an integer >= 1, got 0"),
+                                          ({"bandwidth_per_sm": 0}, r"bandwidth must be > 0")])
+def test_simulator_rejects_nonsense(bad, message):
+    args = dict(stages=2, tiles=4, tile_bytes=10, compute_ns=1, latency_ns=1, bandwidth_per_sm=1.0)
+    args.update(bad)
+    with pytest.raises(ArgumentError, match=message):
+        simulate.simulate(args.pop("stages"), args.pop("tiles"), **args)
+
+
+def test_tile_stream_asks_the_planner_when_no_stage_count_is_given():
+    from asynccopy import stream
+    from asynccopy.device import DeviceFacts
+
+    h200 = DeviceFacts("NVIDIA H200", (9, 0), "sm_90a", 132, 227 * 1024, 228 * 1024, 60 << 20, 65536, 2048, 32)
+    cfg = stream.StreamConfig.make("ldgsts")
+    assert stream.planned_stages(cfg, h200, blocks_per_sm=1) == 4
+    assert stream.planned_stages(cfg, h200, blocks_per_sm=4) == 2
+    big = stream.StreamConfig.make("ldgsts", tile=16384, threads=512)
+    assert stream.planned_stages(big, h200, blocks_per_sm=1) == 2  # one 64 KiB tile in flight covers 48 KiB
