@@ -151,6 +151,35 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def cmd_trace(args) -> int:
+    import statistics
+
+    from . import devices, simulate, trace
+
+    cfg, blocks = trace.run(args.mechanism, args.stages, intensity=args.intensity, tile=args.tile,
+                            threads=args.threads, tiles_per_block=args.tiles)
+    block = next(b for b in blocks if b.block == args.block)
+    tiles = block.tiles
+    compute = statistics.median(t.compute_end - t.compute_start for t in tiles)
+    wait = statistics.median(t.ready - t.issued for t in tiles)
+    hits = trace.overlapping(tiles)
+    print(f"{cfg.label()} stages={cfg.stages} intensity={args.intensity}, block {block.block}: {len(tiles)} tiles traced, "
+          f"median compute {compute:.0f} ns, median issue->ready {wait:.0f} ns, "
+          f"{len(hits)} of {len(tiles) - 1} computes overlap the next tile's copy")
+    measured = trace.as_simulation(block, cfg.stages)
+    print("measured:")
+    print(simulate.timeline_text(measured, tiles=min(len(tiles), 12)))
+    facts = device.current()
+    dev = devices.from_facts(facts)
+    sim = simulate.simulate(cfg.stages, len(tiles), tile_bytes=cfg.tile * 4, compute_ns=compute, latency_ns=dev.latency_ns,
+                            bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9)
+    print("simulated (median measured compute, the table's latency and bandwidth):")
+    print(simulate.timeline_text(sim, tiles=min(len(tiles), 12)))
+    if args.png:
+        print(f"wrote {simulate.timeline_png(sim, args.png, tiles=min(len(tiles), 12), measured=measured.events)}")
+    return 0
+
+
 def cmd_swizzle(args) -> int:
     from . import swizzle
 
@@ -237,6 +266,17 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--blocks-per-sm", type=int, default=1)
     sim.add_argument("--png", default=None)
     sim.set_defaults(fn=cmd_simulate)
+
+    tr = sub.add_parser("trace", help="a traced run: measured per-tile timeline beside the simulator's (GPU)")
+    tr.add_argument("--mechanism", default="ldgsts")
+    tr.add_argument("--stages", type=int, default=None)
+    tr.add_argument("--intensity", type=int, default=8)
+    tr.add_argument("--tile", type=int, default=4096)
+    tr.add_argument("--threads", type=int, default=256)
+    tr.add_argument("--tiles", type=int, default=32, help="tiles per block (at most 64 are traced)")
+    tr.add_argument("--block", type=int, default=0)
+    tr.add_argument("--png", default=None)
+    tr.set_defaults(fn=cmd_trace)
 
     bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")

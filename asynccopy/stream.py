@@ -90,6 +90,7 @@ class StreamConfig:
     tile: int = 4096
     vec: int | None = None
     cache: str | None = None
+    trace: bool = False  # built with -DASYNCCOPY_TRACE=1: takes a trace buffer (asynccopy.trace)
 
     @staticmethod
     def make(mechanism: str, stages: int | None = None, *, threads: int = 256, tile: int = 4096,
@@ -202,7 +203,7 @@ class StreamConfig:
         else:
             names = tuple(self.name_expression(s) for s in sorted(set(COMPILED_STAGES) | {self.stages}))
         return build.compile(build.read_kernel(self.mech.source), arch=arch, name_expressions=names,
-                             name=f"stream_{self.mechanism}")
+                             name=f"stream_{self.mechanism}", defines={"ASYNCCOPY_TRACE": 1} if self.trace else None)
 
     def expected_sass(self, arch: str) -> str | None:
         """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
@@ -240,10 +241,13 @@ def _kernel(cfg: StreamConfig, arch: str):
 
 
 def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int, *, stream,
-           facts: device.DeviceFacts, blocks_per_sm: int = 1) -> None:
-    """Launch one tile-stream kernel on raw device pointers (checked arguments only)."""
+           facts: device.DeviceFacts, blocks_per_sm: int = 1, trace_ptr: int = 0) -> None:
+    """Launch one tile-stream kernel on raw device pointers (checked arguments only). A traced
+    config (cfg.trace) also takes the trace buffer's pointer (asynccopy.trace.buffer_words)."""
     if n == 0:
         return
+    if cfg.trace and not trace_ptr:
+        raise ArgumentError("a traced kernel needs a trace buffer (trace_ptr)")
     kernel = _kernel(cfg, facts.arch)
     n_tiles = -(-n // cfg.tile)
     grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
@@ -252,6 +256,8 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
         if n < 64:
             raise ArgumentError(f"tma_2d views the array as rows of 64 floats and needs n >= 64, got n={n}")
         args = (_rows_map(in_ptr, n, cfg.tile, facts.device_id),) + args
+    if cfg.trace:
+        args = args + (trace_ptr,)
     build.launch(kernel, *args, grid=grid, block=cfg.block, stream=stream, shmem=cfg.smem_bytes)
 
 

@@ -20,6 +20,7 @@
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tile_stream.cuh>
+#include <asynccopy/trace.cuh>
 
 #include <cooperative_groups.h>
 #include <cooperative_groups/memcpy_async.h>
@@ -36,20 +37,27 @@ using u64 = unsigned long long;
 // sync: load (registers → shared), barrier, compute, barrier. Nothing overlaps inside a block.
 template <int THREADS, int TILE>
 __global__ void __launch_bounds__(THREADS) stream_sync(const float* __restrict__ in, float* __restrict__ out,
-                                                       u64 n, int intensity)
+                                                       u64 n, int intensity AC_TRACE_PARAM)
 {
     float* tile = ac::dynamic_smem<float>();  // [TILE] f32
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     acs::TileRegs<THREADS, TILE> regs;
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     for (u64 k = 0; k < my_tiles; ++k) {
         const u64 t = ac::tile_of_block(k);
+        AC_TRACE(k, ISSUED);
         acs::load_regs<THREADS, TILE>(regs, in, t, n);
         acs::store_regs<THREADS, TILE>(tile, regs);
         __syncthreads();  // the tile is complete and visible to every thread
+        AC_TRACE(k, READY);
+        AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(tile, out, t, n, intensity);
+        AC_TRACE(k, COMPUTE_END);
         __syncthreads();  // every thread is done reading before the next load overwrites it
+        AC_TRACE(k, RELEASED);
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -57,24 +65,34 @@ __global__ void __launch_bounds__(THREADS) stream_sync(const float* __restrict__
 // computed, and stored into the other buffer afterwards (what the seed's companion benchmark did).
 template <int THREADS, int TILE>
 __global__ void __launch_bounds__(THREADS)
-    stream_sync_double(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_sync_double(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [2][TILE] f32
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     if (my_tiles == 0) return;
     acs::TileRegs<THREADS, TILE> regs;
+    AC_TRACE_BEGIN(threadIdx.x == 0);
+    AC_TRACE(0, ISSUED);
     acs::load_regs<THREADS, TILE>(regs, in, ac::tile_of_block(0), n);
     acs::store_regs<THREADS, TILE>(smem, regs);
     __syncthreads();
     for (u64 k = 0; k < my_tiles; ++k) {
         const bool more = k + 1 < my_tiles;
-        if (more) acs::load_regs<THREADS, TILE>(regs, in, ac::tile_of_block(k + 1), n);
+        AC_TRACE(k, READY);
+        if (more) {
+            AC_TRACE(k + 1, ISSUED);
+            acs::load_regs<THREADS, TILE>(regs, in, ac::tile_of_block(k + 1), n);
+        }
+        AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(smem + (k & 1) * TILE, out, ac::tile_of_block(k), n, intensity);
+        AC_TRACE(k, COMPUTE_END);
         // Buffer (k+1)&1 was last read in iteration k-1, which ended with a barrier.
         if (more) acs::store_regs<THREADS, TILE>(smem + ((k + 1) & 1) * TILE, regs);
         __syncthreads();
+        AC_TRACE(k, RELEASED);
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -106,33 +124,47 @@ __device__ __forceinline__ void issue_tile_ldgsts(float* buf, const float* __res
 
 template <int THREADS, int TILE, int STAGES, int VEC, bool BYPASS_L1>
 __global__ void __launch_bounds__(THREADS)
-    stream_ldgsts(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_ldgsts(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     if constexpr (STAGES == 1) {
         for (u64 k = 0; k < my_tiles; ++k) {
             __syncthreads();  // the previous tile has been read by every thread
+            if (k) AC_TRACE(k - 1, RELEASED);
+            AC_TRACE(k, ISSUED);
             issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem, in, k, my_tiles, n);
             ac::wait_group<0>();
             __syncthreads();  // other threads' copies are visible only after this barrier
+            AC_TRACE(k, READY);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     } else {
-        for (int s = 0; s < STAGES - 1; ++s)
+        for (int s = 0; s < STAGES - 1; ++s) {
+            AC_TRACE(s, ISSUED);
             issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + s * TILE, in, s, my_tiles, n);
+        }
         for (u64 k = 0; k < my_tiles; ++k) {
             ac::wait_group<STAGES - 2>();  // this thread's copies of tile k have landed
             __syncthreads();               // ... and every other thread's; tile k-1 is fully read
+            AC_TRACE(k, READY);
+            if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;
+            AC_TRACE(next, ISSUED);
             issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + ac::stage_of<STAGES>(next) * TILE, in, next,
                                                              my_tiles, n);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
                                              intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     }
     ac::wait_all();  // nothing may be in flight into shared memory when the block exits
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -158,7 +190,7 @@ __device__ __forceinline__ void collective_copy(const Group& group, float* buf, 
 // thread's copies of the stage have landed, so no extra barrier is needed for cross-thread reads.
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS)
-    stream_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     __shared__ cuda::pipeline_shared_state<cuda::thread_scope_block, STAGES> state;
@@ -167,18 +199,25 @@ __global__ void __launch_bounds__(THREADS)
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     u64 fetch = 0;
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     for (u64 k = 0; k < my_tiles; ++k) {
         for (; fetch < my_tiles && fetch < k + STAGES; ++fetch) {
             pipe.producer_acquire();  // waits until the stage's previous tile was released
+            AC_TRACE(fetch, ISSUED);
             collective_copy<THREADS, TILE, 16>(cta, smem + ac::stage_of<STAGES>(fetch) * TILE, in,
                                                ac::tile_of_block(fetch), n, pipe);
             pipe.producer_commit();
         }
         pipe.consumer_wait();
+        AC_TRACE(k, READY);
+        AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
                                          intensity);
+        AC_TRACE(k, COMPUTE_END);
         pipe.consumer_release();
+        AC_TRACE(k, RELEASED);
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // barrier: cuda::memcpy_async completed on a block-scope cuda::barrier, one barrier per stage.
@@ -187,7 +226,7 @@ __global__ void __launch_bounds__(THREADS)
 #pragma nv_diag_suppress static_var_with_dynamic_init
 template <int THREADS, int TILE, int STAGES, int ALIGN>
 __global__ void __launch_bounds__(THREADS)
-    stream_barrier(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_barrier(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     using barrier_t = cuda::barrier<cuda::thread_scope_block>;
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
@@ -198,27 +237,42 @@ __global__ void __launch_bounds__(THREADS)
     __syncthreads();
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     if constexpr (STAGES == 1) {
         for (u64 k = 0; k < my_tiles; ++k) {
             __syncthreads();  // the previous tile has been read by every thread
+            if (k) AC_TRACE(k - 1, RELEASED);
+            AC_TRACE(k, ISSUED);
             collective_copy<THREADS, TILE, ALIGN>(cta, smem, in, ac::tile_of_block(k), n, bars[0]);
             bars[0].arrive_and_wait();
+            AC_TRACE(k, READY);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     } else {
-        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s)
+        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
+            AC_TRACE(s, ISSUED);
             collective_copy<THREADS, TILE, ALIGN>(cta, smem + s * TILE, in, ac::tile_of_block(s), n, bars[s]);
+        }
         for (u64 k = 0; k < my_tiles; ++k) {
             // All threads arrive: tile k has landed and every thread has finished computing tile k-1.
             bars[ac::stage_of<STAGES>(k)].arrive_and_wait();
+            AC_TRACE(k, READY);
+            if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;
-            if (next < my_tiles)
+            if (next < my_tiles) {
+                AC_TRACE(next, ISSUED);
                 collective_copy<THREADS, TILE, ALIGN>(cta, smem + ac::stage_of<STAGES>(next) * TILE, in,
                                                       ac::tile_of_block(next), n, bars[ac::stage_of<STAGES>(next)]);
+            }
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
                                              intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,35 +294,50 @@ __device__ __forceinline__ void issue_tile_cg(const cg::thread_block& cta, float
 
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS)
-    stream_cg(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_cg(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     auto cta = cg::this_thread_block();
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     if constexpr (STAGES == 1) {
         for (u64 k = 0; k < my_tiles; ++k) {
             cta.sync();
+            if (k) AC_TRACE(k - 1, RELEASED);
+            AC_TRACE(k, ISSUED);
             issue_tile_cg<THREADS, TILE>(cta, smem, in, ac::tile_of_block(k), n);
             cg::wait(cta);
+            AC_TRACE(k, READY);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     } else {
-        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s)
+        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
+            AC_TRACE(s, ISSUED);
             issue_tile_cg<THREADS, TILE>(cta, smem + s * TILE, in, ac::tile_of_block(s), n);
+        }
         for (u64 k = 0; k < my_tiles; ++k) {
             if (k + STAGES - 2 < my_tiles)
                 cg::wait_prior<STAGES - 2>(cta);  // batches k+1 .. k+STAGES-2 may still fly
             else
                 cg::wait(cta);  // fewer batches follow tile k: drain them all
+            AC_TRACE(k, READY);
+            if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;
-            if (next < my_tiles)
+            if (next < my_tiles) {
+                AC_TRACE(next, ISSUED);
                 issue_tile_cg<THREADS, TILE>(cta, smem + ac::stage_of<STAGES>(next) * TILE, in, ac::tile_of_block(next),
                                              n);
+            }
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
                                              intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,29 +364,44 @@ __device__ __forceinline__ void issue_tile_primitives(float* buf, const float* _
 
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS)
-    stream_primitives(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_primitives(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     if constexpr (STAGES == 1) {
         for (u64 k = 0; k < my_tiles; ++k) {
             __syncthreads();
+            if (k) AC_TRACE(k - 1, RELEASED);
+            AC_TRACE(k, ISSUED);
             issue_tile_primitives<THREADS, TILE>(smem, in, k, my_tiles, n);
             __pipeline_wait_prior(0);
             __syncthreads();
+            AC_TRACE(k, READY);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     } else {
-        for (int s = 0; s < STAGES - 1; ++s) issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, s, my_tiles, n);
+        for (int s = 0; s < STAGES - 1; ++s) {
+            AC_TRACE(s, ISSUED);
+            issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, s, my_tiles, n);
+        }
         for (u64 k = 0; k < my_tiles; ++k) {
             __pipeline_wait_prior(STAGES - 2);
             __syncthreads();
+            AC_TRACE(k, READY);
+            if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;
+            AC_TRACE(next, ISSUED);
             issue_tile_primitives<THREADS, TILE>(smem + ac::stage_of<STAGES>(next) * TILE, in, next, my_tiles, n);
+            AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
                                              intensity);
+            AC_TRACE(k, COMPUTE_END);
         }
     }
     __pipeline_wait_prior(0);
+    AC_TRACE_END(threadIdx.x == 0);
 }

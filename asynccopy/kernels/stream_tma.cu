@@ -17,6 +17,7 @@
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tile_stream.cuh>
 #include <asynccopy/tma.cuh>
+#include <asynccopy/trace.cuh>
 
 #include <cuda/barrier>
 #include <cuda/std/utility>
@@ -29,7 +30,7 @@ using u64 = unsigned long long;
 #pragma nv_diag_suppress static_var_with_dynamic_init
 template <int THREADS, int TILE>
 __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict__ in, float* __restrict__ out, u64 n,
-                                                         int intensity)
+                                                         int intensity AC_TRACE_PARAM)
 {
     using barrier_t = cuda::barrier<cuda::thread_scope_block>;
     float* tile = ac::dynamic_smem<float>();  // [TILE] f32
@@ -37,11 +38,14 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
     if (threadIdx.x == 0) init(&bar, THREADS);
     __syncthreads();
     const u64 my_tiles = ac::tiles_of_block((n + TILE - 1) / TILE);
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     for (u64 k = 0; k < my_tiles; ++k) {
         const u64 t = ac::tile_of_block(k);
         const u64 valid = acs::valid_elems<TILE>(t, n);
         const u64 whole = valid & ~3ull;  // floats in whole 16-byte chunks: the bulk copy's share
         __syncthreads();                  // every thread has finished reading the previous tile
+        if (k) AC_TRACE(k - 1, RELEASED);
+        AC_TRACE(k, ISSUED);
         for (u64 e = whole + threadIdx.x; e < TILE; e += THREADS) tile[e] = e < valid ? in[t * TILE + e] : 0.0f;
         barrier_t::arrival_token token;
         if (threadIdx.x == 0) {
@@ -52,8 +56,12 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
             token = bar.arrive();
         }
         bar.wait(cuda::std::move(token));
+        AC_TRACE(k, READY);
+        AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(tile, out, t, n, intensity);
+        AC_TRACE(k, COMPUTE_END);
     }
+    AC_TRACE_END(threadIdx.x == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,7 +101,7 @@ __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consum
 
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS + 32)
-    stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity)
+    stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
 {
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     const int lane = threadIdx.x % 32;
@@ -106,21 +114,27 @@ __global__ void __launch_bounds__(THREADS + 32)
             for (u64 e = whole + lane; e < TILE; e += 32) buf[e] = e < valid ? in[t * TILE + e] : 0.0f;
             __syncwarp();  // the lanes' stores happen before lane 0's arrive (release) below
         }
+        AC_TRACE(k, ISSUED);
         if (lane == 0) {
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
             if (whole) ac::bulk_load(buf, in + t * TILE, static_cast<unsigned>(whole * sizeof(float)), full);
         }
     };
     auto consume = [&](u64 k, int s) {
+        AC_TRACE_BY(threadIdx.x == 32, k, READY);
+        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, threadIdx.x - 32);
+        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
     };
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+    AC_TRACE_END(threadIdx.x == 32);
 }
 
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS + 32)
     stream_tma_2d(const __grid_constant__ ac::TensorMap map, const float* __restrict__ in, float* __restrict__ out,
-                  u64 n, int intensity)
+                  u64 n, int intensity AC_TRACE_PARAM)
 {
     constexpr int ROW = 64;            // floats per row of the 2D view
     constexpr int ROWS = TILE / ROW;   // box: {ROW, ROWS}, innermost first
@@ -128,6 +142,7 @@ __global__ void __launch_bounds__(THREADS + 32)
     float* smem = ac::dynamic_smem<float>();  // [STAGES][ROWS][ROW] f32, unswizzled
     const u64 full_rows = n / ROW, rem = n % ROW;
     auto produce = [&](u64 k, int s, ac::mbarrier_t* full) {
+        AC_TRACE(k, ISSUED);
         if (threadIdx.x == 0) {
             ac::mbarrier_arrive_expect_tx(full, TILE * sizeof(float));  // OOB-filled rows count too
             const int coords[2] = {0, static_cast<int>(ac::tile_of_block(k) * ROWS)};
@@ -135,6 +150,7 @@ __global__ void __launch_bounds__(THREADS + 32)
         }
     };
     auto consume = [&](u64 k, int s) {
+        AC_TRACE_BY(threadIdx.x == 32, k, READY);
         float* buf = smem + s * TILE;
         const u64 t = ac::tile_of_block(k);
         if (rem && full_rows >= t * ROWS && full_rows < (t + 1) * ROWS) {
@@ -142,7 +158,11 @@ __global__ void __launch_bounds__(THREADS + 32)
             for (u64 i = threadIdx.x - 32; i < rem; i += THREADS) buf[(full_rows - t * ROWS) * ROW + i] = in[full_rows * ROW + i];
             ac::named_barrier_sync(1, THREADS);
         }
+        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(buf, out, t, n, intensity, threadIdx.x - 32);
+        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
     };
+    AC_TRACE_BEGIN(threadIdx.x == 0);
     producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+    AC_TRACE_END(threadIdx.x == 32);
 }

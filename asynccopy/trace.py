@@ -1,0 +1,119 @@
+"""Timelines measured inside the kernels (kernels/include/asynccopy/trace.cuh), decoded and drawn.
+
+A traced tile-stream kernel (``StreamConfig(..., trace=True)``, built with ``-DASYNCCOPY_TRACE=1``)
+records, per block and for its first MAX_TILES tiles, clock64 at each stage event; two
+%globaltimer/clock64 pairs per block convert ticks to nanoseconds on one time axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import simulate, stream
+from .errors import ArgumentError, AsyncCopyError
+from .simulate import TileEvents
+
+MAX_TILES = 64
+EVENTS = ("issued", "ready", "compute_start", "compute_end", "released")
+HEADER = 4
+STRIDE = HEADER + MAX_TILES * len(EVENTS)
+
+
+def buffer_words(blocks: int) -> int:
+    """u64 words of a trace buffer for a grid of ``blocks`` blocks."""
+    return blocks * STRIDE
+
+
+@dataclass
+class BlockTrace:
+    block: int
+    tiles: list[TileEvents]  # ns since the earliest block start of the launch
+    released: dict[int, float]  # tile -> ns, where the kernel records a release
+    ns_per_tick: float
+
+
+def decode(raw: np.ndarray, blocks: int) -> list[BlockTrace]:
+    """The trace of every block that recorded one; tiles without ready and compute times are left out."""
+    raw = np.asarray(raw, dtype=np.uint64)
+    if raw.size < blocks * STRIDE:
+        raise ArgumentError(f"a trace of {blocks} blocks has {blocks * STRIDE} words, got {raw.size}")
+    rec = raw[: blocks * STRIDE].reshape(blocks, STRIDE).astype(np.int64)
+    started = rec[:, 0][rec[:, 0] > 0]
+    if started.size == 0:
+        raise ArgumentError("the trace is empty: was the kernel built with trace=True and launched with its buffer?")
+    t0 = int(started.min())
+    out = []
+    for b in range(blocks):
+        gt0, c0, gt1, c1 = (int(v) for v in rec[b, :HEADER])
+        if gt0 == 0 or c1 <= c0 or gt1 < gt0:
+            continue
+        scale = (gt1 - gt0) / (c1 - c0)
+        ev = rec[b, HEADER:].reshape(MAX_TILES, len(EVENTS))
+
+        def ns(tick: int, gt0=gt0, c0=c0, scale=scale) -> float:
+            return (gt0 - t0) + (tick - c0) * scale
+
+        tiles, released = [], {}
+        for k in range(MAX_TILES):
+            issued, ready, start, end, rel = (int(v) for v in ev[k])
+            if ready and start and end:
+                tiles.append(TileEvents(b, k, ns(issued) if issued else ns(ready), ns(ready), ns(start), ns(end)))
+            if rel:
+                released[k] = ns(rel)
+        out.append(BlockTrace(b, tiles, released, scale))
+    return out
+
+
+def overlapping(tiles: list[TileEvents]) -> list[int]:
+    """Tiles k whose compute overlaps the copy of tile k + 1 (issued before the compute ended, ready
+    after it started)."""
+    by = {t.tile: t for t in tiles}
+    hits = []
+    for k, t in by.items():
+        nxt = by.get(k + 1)
+        if nxt and min(nxt.ready, t.compute_end) - max(nxt.issued, t.compute_start) > 0:
+            hits.append(k)
+    return hits
+
+
+def as_simulation(block: BlockTrace, stages: int) -> simulate.Simulation:
+    """A measured block trace in the simulator's shape, to draw it the same way."""
+    t0 = min(t.issued for t in block.tiles)
+    tiles = [replace(t, issued=t.issued - t0, ready=t.ready - t0, compute_start=t.compute_start - t0,
+                     compute_end=t.compute_end - t0) for t in block.tiles]
+    return simulate.Simulation(stages, 1, len(tiles), tiles, max(t.compute_end for t in tiles))
+
+
+def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: int = 4096, threads: int = 256,
+        tiles_per_block: int = 32, blocks_per_sm: int = 1, seed: int = 1, **options):
+    """Run a traced tile-stream kernel on fresh random input (checked), return (config, block traces)."""
+    from cuda.core import Device
+
+    from . import arrays, device
+    from .bench.harness import Scratch
+
+    cfg = stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options)
+    facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
+    cfg = replace(cfg, trace=True, stages=cfg.stages)
+    cfg.check_fits(facts.smem_per_block_optin, facts.name)
+    s = Device(facts.device_id).create_stream()
+    scratch = Scratch(s, facts)
+    grid = facts.sm_count * blocks_per_sm
+    n = grid * tile * tiles_per_block
+    x, y = scratch.alloc(n), scratch.alloc(n)
+    buf = Device(facts.device_id).allocate(buffer_words(grid) * 8, stream=s)
+    arrays.to_device(np.zeros(buffer_words(grid), dtype=np.uint64), int(buf.handle), s)
+    scratch.fill_random(x, n, seed)
+    scratch.fill_value(y, n, float("nan"))
+    stream.launch(cfg, int(x.handle), int(y.handle), n, intensity, stream=s, facts=facts,
+                  blocks_per_sm=blocks_per_sm, trace_ptr=int(buf.handle))
+    raw = arrays.to_host(int(buf.handle), buffer_words(grid) * 8, s).view(np.uint64)
+    got, host = scratch.to_host(y, n), scratch.to_host(x, n)
+    want = stream.reference(host, intensity, tile)
+    if not (np.array_equal(got, want.astype(np.float32)) if intensity == 0 else np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+        raise AsyncCopyError(f"the traced {cfg.label()} kernel computed wrong results")
+    for b in (x, y, buf):
+        b.close()
+    return cfg, decode(raw, grid)

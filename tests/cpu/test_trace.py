@@ -1,0 +1,75 @@
+"""Trace records decoded on the CPU (synthetic), and the trace switch in the kernels' SASS."""
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from asynccopy import stream, trace
+from asynccopy.errors import ArgumentError
+from asynccopy.simulate import TileEvents
+
+
+def _record(raw, block, gt0, c0, gt1, c1, events):
+    base = block * trace.STRIDE
+    raw[base:base + 4] = [gt0, c0, gt1, c1]
+    for (tile, event), tick in events.items():
+        raw[base + trace.HEADER + tile * len(trace.EVENTS) + trace.EVENTS.index(event)] = tick
+
+
+def test_decode_converts_ticks_to_nanoseconds_on_one_axis():
+    raw = np.zeros(trace.buffer_words(2), dtype=np.uint64)
+    # block 0: 2 ticks per ns (1000 ns over 2000 ticks), starting at globaltimer 5000
+    _record(raw, 0, 5000, 100, 6000, 2100, {(0, "issued"): 100, (0, "ready"): 300, (0, "compute_start"): 310,
+                                            (0, "compute_end"): 500, (0, "released"): 520})
+    # block 1 starts 100 ns later, 1 tick per ns; tile 1 lacks compute times: left out
+    _record(raw, 1, 5100, 0, 5600, 500, {(0, "issued"): 0, (0, "ready"): 40, (0, "compute_start"): 40,
+                                          (0, "compute_end"): 90, (1, "issued"): 50})
+    b0, b1 = trace.decode(raw, 2)
+    t = b0.tiles[0]
+    assert (t.issued, t.ready, t.compute_start, t.compute_end) == (0.0, 100.0, 105.0, 200.0)
+    assert b0.released == {0: 210.0} and b0.ns_per_tick == 0.5
+    assert [x.tile for x in b1.tiles] == [0] and b1.tiles[0].ready == 140.0
+
+
+def test_decode_refuses_an_empty_trace():
+    with pytest.raises(ArgumentError, match=r"the trace is empty: was the kernel built with trace=True"):
+        trace.decode(np.zeros(trace.buffer_words(3), dtype=np.uint64), 3)
+    with pytest.raises(ArgumentError, match=r"a trace of 3 blocks has 972 words, got 10"):
+        trace.decode(np.zeros(10, dtype=np.uint64), 3)
+
+
+def _tiles(spans):
+    return [TileEvents(0, k, *s) for k, s in enumerate(spans)]
+
+
+def test_overlap_of_the_next_copy_with_a_compute():
+    pipelined = _tiles([(0, 10, 10, 30), (5, 32, 32, 50), (31, 52, 52, 70)])  # tile 1 issued during compute 0
+    assert trace.overlapping(pipelined) == [0, 1]
+    serial = _tiles([(0, 10, 10, 30), (31, 40, 40, 60), (61, 70, 70, 90)])  # issued after each compute
+    assert trace.overlapping(serial) == []
+
+
+def test_as_simulation_starts_at_zero():
+    block = trace.BlockTrace(0, _tiles([(100, 110, 110, 130), (120, 132, 132, 150)]), {}, 1.0)
+    sim = trace.as_simulation(block, 2)
+    assert sim.events[0].issued == 0 and sim.total_ns == 50
+
+
+@pytest.mark.parametrize("mechanism", ["sync", "ldgsts", "pipeline", "tma_1d_pipeline", "tma_2d"])
+def test_trace_switch_adds_clock_reads_only_when_on(mechanism):
+    cfg = stream.StreamConfig.make(mechanism)
+    off = cfg.compile("sm_90a").sass()
+    on = replace(cfg, trace=True).compile("sm_90a").sass()
+    assert not re.search(r"SR_CLOCKLO|SR_GLOBALTIMER", off)
+    assert "SR_CLOCKLO" in on and "SR_GLOBALTIMER" in on
+
+
+def test_traced_launch_needs_its_buffer():
+    from asynccopy.device import DeviceFacts
+
+    cfg = replace(stream.StreamConfig.make("ldgsts"), trace=True)
+    facts = DeviceFacts("fake", (9, 0), "sm_90a", 1, 1 << 17, 1 << 17, 1, 1, 1, 1)
+    with pytest.raises(ArgumentError, match=r"a traced kernel needs a trace buffer"):
+        stream.launch(cfg, 0, 0, 10, 0, stream=None, facts=facts)
