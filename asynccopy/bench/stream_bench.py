@@ -118,12 +118,10 @@ def check(cfg: stream.StreamConfig, scratch: Scratch, intensities, *, seed: int)
     y.close()
 
 
-def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, size_bytes: int = 1 << 30,
-        reps: int = 20, warmup: int = 3, blocks_per_sm: int = 1, seed: int | None = None,
-        progress=None) -> StreamBench:
+def _setup(facts, size_bytes: int, seed, progress, warmup: int, reps: int):
+    """A stream, random rotating inputs past L2, and the same run's device-to-device copy bandwidth."""
     from cuda.core import Device
 
-    facts = device.current()
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     seed = int(time.time_ns() % (1 << 31)) if seed is None else seed
     s = Device(facts.device_id).create_stream()
@@ -133,6 +131,14 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
     progress(f"device {facts.name}: {n * 4 / 2**30:.2f} GiB in + out per run, {rot.sets} rotating set(s)")
     copy_ms, copy_gbps = copy_bandwidth(rot, s, warmup=warmup, reps=reps)
     progress(f"device-to-device copy: {copy_ms:.3f} ms, {copy_gbps:.0f} GB/s (read + write)")
+    return progress, seed, s, scratch, n, rot, copy_ms, copy_gbps
+
+
+def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, size_bytes: int = 1 << 30,
+        reps: int = 20, warmup: int = 3, blocks_per_sm: int = 1, seed: int | None = None,
+        progress=None) -> StreamBench:
+    facts = device.current()
+    progress, seed, s, scratch, n, rot, copy_ms, copy_gbps = _setup(facts, size_bytes, seed, progress, warmup, reps)
     rows: list[Row] = []
     for i, cfg in enumerate(cfgs, 1):
         t0 = time.perf_counter()
@@ -233,16 +239,8 @@ def chunk_configs(chunk: int, mechanisms=("ldgsts", "tma_1d_pipeline")) -> list[
 def chunk_sweep(chunks=DEFAULT_CHUNKS, *, size_bytes: int = 1 << 30, reps: int = 20, warmup: int = 3,
                 seed: int | None = None, progress=None) -> tuple[float, list[ChunkRow]]:
     """Intensity-0 throughput of LDGSTS (16 B, .cg) and TMA bulk copies per chunk size, each checked first."""
-    from cuda.core import Device
-
     facts = device.require((9, 0), "the LDGSTS / TMA chunk sweep")
-    progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    seed = int(time.time_ns() % (1 << 31)) if seed is None else seed
-    s = Device(facts.device_id).create_stream()
-    scratch = Scratch(s, facts)
-    n = size_bytes // 4
-    rot = make_rotation(scratch, n, seed=seed)
-    _, copy_gbps = copy_bandwidth(rot, s, warmup=warmup, reps=reps)
+    progress, seed, s, scratch, n, rot, _, copy_gbps = _setup(facts, size_bytes, seed, progress, warmup, reps)
     rows = []
     for chunk in chunks:
         for cfg, bps in chunk_configs(chunk):
