@@ -88,6 +88,8 @@ def cmd_bench(args) -> int:
     print()
     for line in stream_bench.summary(result):
         print(line)
+    if args.plan:
+        _model_check(result, intensities)
     for path in (args.json, args.csv):
         if path:
             report.write(path, result.as_dict())
@@ -187,6 +189,22 @@ def cmd_swizzle(args) -> int:
         raise AsyncCopyError(f"--box takes rows x cols (2D), got {'x'.join(map(str, args.box))}")
     print(swizzle.describe(args.box[0], args.box[1], args.dtype, args.mode, args.base, args.rows))
     return 0
+
+
+def _model_check(result, intensities) -> None:
+    from .bench import model_check, report
+
+    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads)
+    dev, rows = model_check.check(result, compute)
+    print(f"\nmodel check: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
+          f"({dev.latency_source}), compute per tile (traced sync): "
+          + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
+    print(report.table(rows, [("label", "mechanism", ""), ("intensity", "intensity", "d"),
+                              ("recommended", "planned", "d"), ("best_stages", "best", "d"),
+                              ("ratio", "planned/best", ".3f"), ("worst_error", "sim error", ".0%")]))
+    ok = [r for r in rows if r.ratio is not None and r.ratio <= 1.05]
+    print(f"planned stage count within 5% of the best: {len(ok)} of {len(rows)}; simulator within 25% of every "
+          f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
 
 
 def _bench_chunks(args) -> int:
@@ -289,6 +307,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--threads", type=int, default=256)
     bench.add_argument("--blocks-per-sm", type=int, default=1)
     bench.add_argument("--quick", action="store_true", help="stages 1,2,4,8, intensities 0,2,8, 10 reps")
+    bench.add_argument("--plan", action="store_true",
+                       help="also check the planner's stage counts and the simulator's times against the sweep")
     bench.add_argument("--chunks", action="store_true",
                        help="instead: the chunk-size sweep of LDGSTS against TMA bulk copies (CC 9.0)")
     bench.add_argument("--json", help="write every row (with samples) as JSON")

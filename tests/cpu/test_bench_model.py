@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from asynccopy.bench import report, stream_bench
 from asynccopy.bench.stream_bench import Row, StreamBench
 
@@ -65,3 +67,25 @@ def test_configs_filter_and_fit():
     labels = {(c.label(), c.stages) for c in cfgs}
     assert ("sync", 1) in labels and ("ldgsts vec16 .cg", 2) in labels
     assert not any(s == 16 for _, s in labels)  # 16 x 16 KiB does not fit in 227 KiB
+
+
+def test_model_check_on_synthetic_rows():
+    from asynccopy.bench import model_check
+
+    dev = {"name": "NVIDIA H200", "cc": [9, 0], "arch": "sm_90a", "sm_count": 132, "smem_per_block_optin": 227 * 1024,
+           "smem_per_sm": 228 * 1024, "l2_bytes": 60 << 20, "regs_per_sm": 65536, "max_threads_per_sm": 2048,
+           "max_blocks_per_sm": 32, "device_id": 0}
+    rows = [_row("sync", 1, 0, 0.736, "LDG")]
+    for s, ms in ((2, 0.68), (3, 0.552), (4, 0.551), (8, 0.553)):
+        rows.append(_row("ldgsts", s, 0, ms))
+    for s, ms in ((2, 0.75), (3, 0.749), (4, 0.741), (8, 0.853)):
+        rows.append(_row("ldgsts", s, 8, ms))
+    bench = StreamBench(dev, 1 << 28, 4096, 256, 1, 0.504, 4261.0, rows)
+    compute = {0: 150.0, 8: 1400.0}
+    calibrated, checked = model_check.check(bench, compute)
+    # the fitted latency makes the model reproduce sync at intensity 0
+    assert model_check.predicted_ms(calibrated, 1, compute[0], bench) == pytest.approx(0.736, rel=0.02)
+    assert calibrated.bandwidth == pytest.approx(4261e9) and calibrated.latency_source.startswith("fitted")
+    assert [(r.label, r.intensity) for r in checked] == [("ldgsts", 0), ("ldgsts", 8)]
+    for r in checked:
+        assert r.best_stages in (4, 2, 3, 8) and r.worst_error >= 0
