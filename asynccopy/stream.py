@@ -332,6 +332,3 @@ def reference(x: np.ndarray, intensity: int, tile: int = 4096) -> np.ndarray:
             acc = acc * 0.9375 + 0.0625
     return acc.reshape(-1)[:n].reshape(np.shape(x))
 
-
-def with_stages(cfg: StreamConfig, stages: int) -> StreamConfig:
-    return replace(cfg, stages=stages)
