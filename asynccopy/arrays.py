@@ -126,10 +126,6 @@ def view(obj: object, name: str, *, stream=None, dtype=np.float32, align: int = 
     return DeviceArray(obj, ptr, size, shape, want, device_id)
 
 
-_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
-                 "int32": "int32", "int8": "int8", "uint8": "uint8"}
-
-
 @dataclass
 class Output:
     """A new array of the caller's kind: where the kernel writes, and what the caller gets back."""
@@ -161,7 +157,7 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     if kind == "torch":
         import torch
 
-        arr = torch.empty(src.shape, dtype=getattr(torch, _TORCH_DTYPES[src.dtype.name]), device=src.obj.device)
+        arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=src.obj.device)
         return Output(int(arr.data_ptr()), arr)
     from cuda.core import Device
     from cuda.core.utils import StridedMemoryView

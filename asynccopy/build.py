@@ -363,7 +363,7 @@ def check_driver(result, what: str):
     err = result[0]
     if err != driver.CUresult.CUDA_SUCCESS:
         raise DeviceError(f"{what} failed: {err.name}")
-    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+    return result[1:]
 
 
 def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:

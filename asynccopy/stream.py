@@ -7,7 +7,6 @@ Data flows one way: arguments → :class:`StreamConfig` (validated, pure Python)
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -228,10 +227,14 @@ def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
     return max(1, min(p.recommended, MAX_STAGES))
 
 
-def default_stages(tile: int, bytes_in_flight: int = 48 * 1024) -> int:
-    """Enough stages that the tiles in flight behind the one being computed hold ``bytes_in_flight``
-    (48 KiB per SM saturates an H200, CCCL's transform tuning)."""
-    return max(2, min(MAX_STAGES, 1 + math.ceil(bytes_in_flight / (tile * 4))))
+def default_stages(tile: int) -> int:
+    """The planner's stage count for a tile with no device at hand: an H200, one block per SM
+    (run() plans for the live device instead)."""
+    from . import planner
+
+    p = planner.plan([planner.Operand("tile", (tile,), "float32")], threads=32, device="H200", blocks_per_sm=1,
+                     max_stages=MAX_STAGES, static_smem=1024)
+    return max(1, p.recommended)
 
 
 @functools.cache
@@ -313,6 +316,14 @@ def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: i
         dst = arrays.Output(o.ptr, out)
     launch(cfg, src.ptr, dst.ptr, src.size, intensity, stream=s, facts=facts, blocks_per_sm=blocks_per_sm)
     return dst.finish(s)
+
+
+def matches_reference(got: np.ndarray, host: np.ndarray, intensity: int, tile: int) -> bool:
+    """Bit-exact at intensity 0, float64-referenced (rtol 1e-5) above; unwritten (NaN) outputs fail."""
+    want = reference(host, intensity, tile)
+    if intensity == 0:
+        return bool(np.array_equal(got, want.astype(np.float32)))
+    return bool(np.allclose(got, want, rtol=1e-5, atol=1e-6))
 
 
 def reference(x: np.ndarray, intensity: int, tile: int = 4096) -> np.ndarray:

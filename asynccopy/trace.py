@@ -110,9 +110,7 @@ def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: 
     stream.launch(cfg, int(x.handle), int(y.handle), n, intensity, stream=s, facts=facts,
                   blocks_per_sm=blocks_per_sm, trace_ptr=int(buf.handle))
     raw = arrays.to_host(int(buf.handle), buffer_words(grid) * 8, s).view(np.uint64)
-    got, host = scratch.to_host(y, n), scratch.to_host(x, n)
-    want = stream.reference(host, intensity, tile)
-    if not (np.array_equal(got, want.astype(np.float32)) if intensity == 0 else np.allclose(got, want, rtol=1e-5, atol=1e-6)):
+    if not stream.matches_reference(scratch.to_host(y, n), scratch.to_host(x, n), intensity, tile):
         raise AsyncCopyError(f"the traced {cfg.label()} kernel computed wrong results")
     for b in (x, y, buf):
         b.close()

@@ -115,3 +115,15 @@ def test_reference_is_a_copy_at_intensity_zero_and_pads_with_zeros():
     for _ in range(4):
         want = want * 0.9375 + 0.0625
     assert np.allclose(y[4096:4100], want)
+
+
+def test_matches_reference_is_exact_at_zero_and_catches_unwritten_outputs():
+    x = np.random.default_rng(3).uniform(-1, 1, 5000).astype(np.float32)
+    assert stream.matches_reference(x.copy(), x, 0, 4096)
+    off = x.copy()
+    off[17] = np.nextafter(off[17], np.float32(2))
+    assert not stream.matches_reference(off, x, 0, 4096)  # one ulp is a failure for a copy
+    y = stream.reference(x, 2, 4096).astype(np.float32)
+    assert stream.matches_reference(y, x, 2, 4096)
+    y[4999] = np.nan
+    assert not stream.matches_reference(y, x, 2, 4096)
