@@ -41,6 +41,25 @@ __device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, 
                  : "memory");
 }
 
+// An L2 cache policy that marks the lines it is used with as first to be evicted (streams read once).
+__device__ __forceinline__ unsigned long long l2_policy_evict_first()
+{
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+// bulk_load with an L2 cache policy (l2_policy_evict_first()).
+__device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, unsigned bytes, mbarrier_t* bar,
+                                          unsigned long long l2_policy)
+{
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+            "r"(smem_addr(smem_dst)),
+        "l"(gmem_addr(gmem_src)), "r"(bytes), "r"(smem_addr(bar)), "l"(l2_policy)
+        : "memory");
+}
+
 // cp.async.bulk shared → global, in this thread's current bulk async-group.
 __device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, unsigned bytes)
 {
