@@ -193,6 +193,14 @@ def _recommend(p: Plan) -> None:
         if one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile:
             enough = one
             why.append("load << compute: a second buffer would save under 5% (seed 000 §7.2)")
+        covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
+        if best.ns_per_tile > 1.05 * p.compute_ns and enough.coverage < 1.0 and covered:
+            # Memory-bound: the model's bandwidth is a hard ceiling, a real memory system approaches it
+            # gradually with the bytes in flight. Keep at least Little's law's worth in flight.
+            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > compute {p.compute_ns:.0f} ns): "
+                       f"{covered[0].stages} stages keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that "
+                       f"Little's law asks for; {enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
+            enough = covered[0]
         p.recommended = enough.stages
         why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the best "
                    f"({best.stages} stages, {best.ns_per_tile:.0f} ns)")
