@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from .errors import CompileError, DeviceError
+from .errors import ArgumentError, CompileError, DeviceError
 
 SCHEMA = 1
 _MAGIC = b"asynccopy-cubin\n"
@@ -258,6 +258,27 @@ class Module:
         return disassemble(self.cubin)
 
 
+HANG_ENV = "ASYNCCOPY_HANG_TIMEOUT_MS"
+
+
+def hang_timeout_ns() -> int:
+    """The barrier-wait bound asked for by $ASYNCCOPY_HANG_TIMEOUT_MS, in ns (0: unbounded, the default).
+
+    Set, every kernel is compiled with -DASYNCCOPY_HANG_TIMEOUT_NS: a barrier wait that lasts longer
+    prints the kernel, the barrier and the phase, and traps (kernels/include/asynccopy/debug.cuh).
+    """
+    text = os.environ.get(HANG_ENV, "").strip()
+    if not text or text == "0":
+        return 0
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = -1.0
+    if not ms > 0 or ms > 3_600_000:
+        raise ArgumentError(f"{HANG_ENV} must be a number of milliseconds in (0, 3600000], got {text!r}")
+    return max(1, round(ms * 1e6))
+
+
 def compile(
     source: str,
     *,
@@ -273,12 +294,16 @@ def compile(
     ``arch``: ``"sm_90a"``-style target; by default the current GPU's exact arch.
     ``name_expressions``: template instantiations to make loadable (``"k<4, 16>"``).
     ``defines``: ``-D`` macros. ``options``: further ``cuda.core.ProgramOptions`` fields.
+    With $ASYNCCOPY_HANG_TIMEOUT_MS set, every barrier wait is bounded (:func:`hang_timeout_ns`).
     """
     from cuda.core import Program, ProgramOptions
 
     target = parse_arch(arch) if arch is not None else _current_arch()
     names = tuple(name_expressions)
-    macros = [f"{k}={v}" if v is not None else str(k) for k, v in sorted((defines or {}).items())]
+    defines = dict(defines or {})
+    if hang_timeout_ns():  # the debug switch reaches every kernel of the package (and its cache key)
+        defines.setdefault("ASYNCCOPY_HANG_TIMEOUT_NS", f"{hang_timeout_ns()}ull")
+    macros = [f"{k}={v}" if v is not None else str(k) for k, v in sorted(defines.items())]
     extra = dict(options or {})
     key_options = {"std": std, "define_macro": macros, **{k: repr(v) for k, v in extra.items()}}
     key = cache_key(source, target, names, key_options)

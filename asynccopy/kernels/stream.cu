@@ -21,6 +21,7 @@
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tile_stream.cuh>
 #include <asynccopy/trace.cuh>
+#include <asynccopy/waits.cuh>
 
 #include <cooperative_groups.h>
 #include <cooperative_groups/memcpy_async.h>
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(THREADS)
                                                ac::tile_of_block(fetch), n, pipe);
             pipe.producer_commit();
         }
-        pipe.consumer_wait();
+        ac::pipeline_consumer_wait(pipe, {"stream_pipeline", "pipeline (oldest stage)", -1});
         AC_TRACE(k, READY);
         AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(THREADS)
             if (k) AC_TRACE(k - 1, RELEASED);
             AC_TRACE(k, ISSUED);
             collective_copy<THREADS, TILE, ALIGN>(cta, smem, in, ac::tile_of_block(k), n, bars[0]);
-            bars[0].arrive_and_wait();
+            ac::barrier_arrive_and_wait(bars[0], {"stream_barrier", "bars", 0});
             AC_TRACE(k, READY);
             AC_TRACE(k, COMPUTE_START);
             acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(THREADS)
         }
         for (u64 k = 0; k < my_tiles; ++k) {
             // All threads arrive: tile k has landed and every thread has finished computing tile k-1.
-            bars[ac::stage_of<STAGES>(k)].arrive_and_wait();
+            ac::barrier_arrive_and_wait(bars[ac::stage_of<STAGES>(k)], {"stream_barrier", "bars", ac::stage_of<STAGES>(k)});
             AC_TRACE(k, READY);
             if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;

@@ -18,6 +18,7 @@
 #include <asynccopy/tile_stream.cuh>
 #include <asynccopy/tma.cuh>
 #include <asynccopy/trace.cuh>
+#include <asynccopy/waits.cuh>
 
 #include <cuda/barrier>
 #include <cuda/std/utility>
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
         } else {
             token = bar.arrive();
         }
-        bar.wait(cuda::std::move(token));
+        ac::barrier_wait(bar, cuda::std::move(token), {"stream_tma_1d", "bar", -1});
         AC_TRACE(k, READY);
         AC_TRACE(k, COMPUTE_START);
         acs::compute_tile<THREADS, TILE>(tile, out, t, n, intensity);
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
 // Tile k uses stage k % STAGES in phase (k / STAGES) & 1; the producer waits on empty[s] with the
 // opposite parity, which a fresh barrier satisfies at once (all buffers start empty).
 template <int THREADS, int TILE, int STAGES, class Produce, class Consume>
-__device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume)
+__device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume, const char* kernel)
 {
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
     if (threadIdx.x == 0) {
@@ -96,13 +97,13 @@ __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consum
     if (threadIdx.x < 32) {  // producer warp
         for (u64 k = 0; k < my_tiles; ++k) {
             const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(k) ^ 1u);
+            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(k) ^ 1u, {kernel, "empty", s});
             produce(k, s, &full[s]);
         }
     } else {  // consumer warps
         for (u64 k = 0; k < my_tiles; ++k) {
             const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k));
+            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k), {kernel, "full", s});
             consume(k, s);
 #if ASYNCCOPY_WARP_ARRIVE  // experiment: one arrival per consumer warp
             __syncwarp();
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(THREADS + 32)
         AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume, "stream_tma_1d_pipeline");
     AC_TRACE_END(threadIdx.x == 32);
 }
 
@@ -190,6 +191,6 @@ __global__ void __launch_bounds__(THREADS + 32)
         AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume);
+    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume, "stream_tma_2d");
     AC_TRACE_END(threadIdx.x == 32);
 }

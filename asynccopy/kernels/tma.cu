@@ -46,7 +46,7 @@ __global__ void tma_load_dump(const __grid_constant__ ac::TensorMap map, int c0,
         ac::mbarrier_arrive_expect_tx(&bar, box_bytes);
         ac::tensor_load<RANK>(smem + base, &map, c, &bar);
     }
-    ac::mbarrier_wait_parity(&bar, 0);
+    ac::mbarrier_wait_parity(&bar, 0, {"tma_load_dump", "bar", -1});
     for (unsigned i = threadIdx.x; i < dump_bytes; i += blockDim.x) out[i] = smem[base + i];
 }
 
@@ -87,7 +87,7 @@ extern "C" __global__ void bulk_scale(const float* __restrict__ in, float* __res
             ac::mbarrier_arrive_expect_tx(&loaded, count * 4u);
             ac::bulk_load(in_buf, in + t * chunk, count * 4u, &loaded);
         }
-        ac::mbarrier_wait_parity(&loaded, static_cast<unsigned>(k & 1));
+        ac::mbarrier_wait_parity(&loaded, static_cast<unsigned>(k & 1), {"bulk_scale", "loaded", -1});
         // out_buf was handed to the bulk store of chunk k-2; thread 0 waited for that store's reads
         // (wait_group.read<1> after committing chunk k-1) before it issued this chunk's load.
         for (unsigned i = threadIdx.x; i < count; i += blockDim.x) out_buf[i] = 2.0f * in_buf[i];
@@ -141,6 +141,6 @@ __global__ void tma_walk(const __grid_constant__ ac::TensorMap tmpl, ac::TensorM
             ac::tensor_load<2>(box, map, c, &bar);
         }
     }
-    ac::mbarrier_wait_parity(&bar, 0);
+    ac::mbarrier_wait_parity(&bar, 0, {"tma_walk", "bar", -1});
     for (int i = threadIdx.x; i < BOX_R * BOX_C; i += blockDim.x) out[blockIdx.x * BOX_R * BOX_C + i] = box[i];
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <asynccopy/address.cuh>
+#include <asynccopy/debug.cuh>
 
 namespace asynccopy {
 
@@ -61,11 +62,12 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsign
     return done != 0;
 }
 
-// Block until the phase of the given parity has completed.
-__device__ __forceinline__ void mbarrier_wait_parity(mbarrier_t* bar, unsigned parity)
+// Block until the phase of the given parity has completed. `site` names the wait for the hang
+// check (asynccopy/debug.cuh): with ASYNCCOPY_HANG_TIMEOUT_NS set, a wait past it reports and traps.
+__device__ __forceinline__ void mbarrier_wait_parity(mbarrier_t* bar, unsigned parity,
+                                                     WaitSite site = {"?", "mbarrier", -1})
 {
-    while (!mbarrier_try_wait_parity(bar, parity)) {
-    }
+    bounded_wait([&] { return mbarrier_try_wait_parity(bar, parity); }, site, parity);
 }
 
 }  // namespace asynccopy
