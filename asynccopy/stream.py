@@ -17,6 +17,7 @@ from .errors import ArgumentError
 MAX_STAGES = 16
 COMPILED_STAGES = tuple(range(1, 9))  # one compile builds all of these; others compile on demand
 MAX_ELEMS_PER_THREAD = 64  # a thread keeps its share of a tile in registers (sync, sync_double)
+MAX_PRODUCERS = 8  # producer warps of a warp-specialized mechanism
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Mechanism:
     default_cache: str | None = None
     source: str = "stream.cu"  # the kernel file
     producer_warps: int = 0  # warps added to the block to issue copies (warp-specialized kernels)
+    producers_option: bool = False  # the producer warp count is the caller's choice (1..MAX_PRODUCERS)
+    boundary_loads: bool = False  # a boundary tile's last < 4 floats go through registers (LDG)
 
     def describe(self) -> str:
         stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
@@ -39,6 +42,8 @@ class Mechanism:
             opts.append(f"vec {'/'.join(map(str, self.vecs))} (default {self.default_vec})")
         if self.caches:
             opts.append(f"cache {'/'.join(self.caches)} (default {self.default_cache})")
+        if self.producers_option:
+            opts.append(f"producers 1..{MAX_PRODUCERS} warps (default {self.producer_warps})")
         return f"CC >= {self.min_cc[0]}.{self.min_cc[1]}, {stages}" + (", " + ", ".join(opts) if opts else "")
 
 
@@ -61,9 +66,17 @@ MECHANISMS: dict[str, Mechanism] = {
         Mechanism("tma_1d", "TMA bulk copy: cuda::device::memcpy_async_tx + barrier_arrive_tx, one elected thread",
                   (9, 0), 1, source="stream_tma.cu"),
         Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers", (9, 0), None,
-                  source="stream_tma.cu", producer_warps=1),
+                  source="stream_tma.cu", producer_warps=1, boundary_loads=True),
         Mechanism("tma_2d", "TMA 2D tensor copies (rows of 64 floats) from a producer warp", (9, 0), None,
-                  source="stream_tma.cu", producer_warps=1),
+                  source="stream_tma.cu", producer_warps=1, boundary_loads=True),
+        Mechanism("ws_pipeline", "warp-specialized: partitioned cuda::pipeline, producer warps memcpy_async",
+                  (8, 0), None, source="stream_ws.cu", producer_warps=2, producers_option=True, boundary_loads=True),
+        Mechanism("ws_ldgsts", "warp-specialized: producer warps cp.async + cp.async.mbarrier.arrive.noinc "
+                  "on full/empty mbarriers", (8, 0), None, source="stream_ws.cu", producer_warps=2,
+                  producers_option=True),
+        Mechanism("ws_tma", "warp-specialized: each producer warp issues a TMA bulk copy of its share",
+                  (9, 0), None, source="stream_ws.cu", producer_warps=1, producers_option=True,
+                  boundary_loads=True),
     )
 }
 
@@ -90,10 +103,11 @@ class StreamConfig:
     vec: int | None = None
     cache: str | None = None
     trace: bool = False  # built with -DASYNCCOPY_TRACE=1: takes a trace buffer (asynccopy.trace)
+    producers: int = 0  # producer warps added to the block (0 for mechanisms without them)
 
     @staticmethod
     def make(mechanism: str, stages: int | None = None, *, threads: int = 256, tile: int = 4096,
-             vec: int | None = None, cache: str | None = None) -> StreamConfig:
+             vec: int | None = None, cache: str | None = None, producers: int | None = None) -> StreamConfig:
         """Check every argument that needs no device; ``stages=None`` picks a default."""
         if mechanism not in MECHANISMS:
             raise ArgumentError(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
@@ -132,13 +146,28 @@ class StreamConfig:
             raise ArgumentError(f"cache must be 'ca' or 'cg', got {cache!r}")
         if cache == "cg" and vec != 16:
             raise ArgumentError(f"cache='cg' (L1 bypass) needs vec=16 (PTX allows .cg only for 16-byte copies), got vec={vec}")
-        if threads + 32 * mech.producer_warps > 1024:
-            raise ArgumentError(f"{mechanism!r} adds {mech.producer_warps} producer warp(s): threads + "
-                                f"{32 * mech.producer_warps} must be <= 1024, got threads={threads}")
+        if producers is None:
+            producers = mech.producer_warps
+        elif not mech.producers_option:
+            raise ArgumentError(f"mechanism {mechanism!r} takes no producers option"
+                                + (f" (it has {mech.producer_warps} producer warp)" if mech.producer_warps else ""))
+        else:
+            producers = _int(producers, "producers")
+            if not 1 <= producers <= MAX_PRODUCERS:
+                raise ArgumentError(f"producers must be a number of warps in [1, {MAX_PRODUCERS}], got {producers}")
+        if threads + 32 * producers > 1024:
+            raise ArgumentError(f"{mechanism!r} adds {producers} producer warp(s): threads + "
+                                f"{32 * producers} must be <= 1024, got threads={threads}")
+        if mechanism in ("ws_pipeline", "ws_ldgsts") and (tile // 4) % (32 * producers):
+            raise ArgumentError(f"{mechanism!r}: the tile's {tile // 4} 16-byte chunks must split evenly over "
+                                f"{32 * producers} producer threads ({producers} warp(s))")
+        if mechanism == "ws_tma" and tile % (4 * producers):
+            raise ArgumentError(f"ws_tma: each of {producers} producer warps copies whole 16-byte chunks: tile must "
+                                f"be a multiple of {4 * producers} floats, got {tile}")
         if mechanism == "tma_2d" and (tile % 64 or tile // 64 > 256):
             raise ArgumentError(f"tma_2d loads a tile as a box of rows of 64 floats: tile must be a multiple of 64 "
                                 f"and at most 256 rows (16384 floats), got {tile}")
-        return StreamConfig(mechanism, stages, threads, tile, vec, cache)
+        return StreamConfig(mechanism, stages, threads, tile, vec, cache, producers=producers)
 
     @property
     def mech(self) -> Mechanism:
@@ -173,6 +202,9 @@ class StreamConfig:
             "tma_1d": f"stream_tma_1d<{t}, {tile}>",
             "tma_1d_pipeline": f"stream_tma_1d_pipeline<{t}, {tile}, {s}>",
             "tma_2d": f"stream_tma_2d<{t}, {tile}, {s}>",
+            "ws_pipeline": f"stream_ws_pipeline<{self.producers}, {t}, {tile}, {s}>",
+            "ws_ldgsts": f"stream_ws_ldgsts<{self.producers}, {t}, {tile}, {s}>",
+            "ws_tma": f"stream_ws_tma<{self.producers}, {t}, {tile}, {s}>",
         }[self.mechanism]
 
     def label(self) -> str:
@@ -181,12 +213,14 @@ class StreamConfig:
             extra += f" vec{self.vec}"
         if self.mech.caches:
             extra += f" .{self.cache}"
+        if self.mech.producers_option:
+            extra += f" p{self.producers}"
         return f"{self.mechanism}{extra}"
 
     @property
     def block(self) -> int:
         """Threads per block: the computing threads plus any producer warps."""
-        return self.threads + 32 * self.mech.producer_warps
+        return self.threads + 32 * self.producers
 
     def compiles_for(self, arch: str) -> bool:
         return build.cc_of_arch(arch) >= self.mech.min_cc
@@ -206,7 +240,7 @@ class StreamConfig:
 
     def expected_sass(self, arch: str) -> str | None:
         """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
-        if self.mechanism in ("tma_1d", "tma_1d_pipeline"):
+        if self.mechanism in ("tma_1d", "tma_1d_pipeline", "ws_tma"):
             return "UBLKCP"
         if self.mechanism == "tma_2d":
             return "UTMALDG"
@@ -291,14 +325,14 @@ def check_blocks_per_sm(blocks_per_sm) -> int:
 
 
 def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: int = 0, tile: int = 4096,
-        threads: int = 256, vec: int | None = None, cache: str | None = None, blocks_per_sm: int = 1,
-        out=None, stream=None):
+        threads: int = 256, vec: int | None = None, cache: str | None = None, producers: int | None = None,
+        blocks_per_sm: int = 1, out=None, stream=None):
     """Run the tile-stream workload on ``x`` (a contiguous float32 CUDA array) with one mechanism.
 
     Returns ``out`` (or a new array of x's kind and shape). The kernel is queued on ``stream``
     (default: the current stream of x's framework); no synchronization unless x is a JAX array.
     """
-    cfg = StreamConfig.make(mechanism, stages, threads=threads, tile=tile, vec=vec, cache=cache)
+    cfg = StreamConfig.make(mechanism, stages, threads=threads, tile=tile, vec=vec, cache=cache, producers=producers)
     intensity = check_intensity(intensity)
     blocks_per_sm = check_blocks_per_sm(blocks_per_sm)
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")

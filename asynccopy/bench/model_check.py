@@ -72,12 +72,14 @@ def check(result: StreamBench, compute_ns: dict[int, float]) -> tuple[devices.Kn
     """For every multi-stage mechanism variant and intensity: planner vs best measured, simulator vs measured."""
     dev = calibrated_device(result, compute_ns)
     groups: dict[tuple[str, int], dict[int, float]] = {}
+    producers: dict[str, int] = {}
     for r in result.rows:
         if stream.MECHANISMS[r.mechanism].fixed_stages is None and r.intensity in compute_ns:
             groups.setdefault((r.label, r.intensity), {})[r.stages] = r.ms
+            producers[r.label] = r.producers
     rows = []
     for (label, k), by_stages in sorted(groups.items()):
-        extra_threads = 32 if label.startswith("tma_1d_pipeline") or label.startswith("tma_2d") else 0
+        extra_threads = 32 * producers[label]
         tiles = max(8, round(_tiles_per_block(result, dev.sm_count)))
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
                          device=dev, compute_ns=compute_ns[k], blocks_per_sm=result.blocks_per_sm,

@@ -35,6 +35,11 @@ DEFAULT_VARIANTS = (
     ("tma_1d", {}),
     ("tma_1d_pipeline", {}),
     ("tma_2d", {}),
+    ("ws_pipeline", {"producers": 2}),
+    ("ws_ldgsts", {"producers": 1}),
+    ("ws_ldgsts", {"producers": 2}),
+    ("ws_tma", {"producers": 1}),
+    ("ws_tma", {"producers": 2}),
 )
 
 
@@ -52,6 +57,7 @@ class Row:
     pct_copy: float  # of the same run's device-to-device copy bandwidth
     speedup_vs_sync: float | None = None
     samples_ms: list[float] = field(default_factory=list, repr=False)
+    producers: int = 0  # producer warps beside the computing threads (warp-specialized kernels)
 
 
 @dataclass
@@ -155,7 +161,7 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
             gbps = 2 * 4 * n / (ms * 1e-3) / 1e9
             rows.append(Row(cfg.mechanism, cfg.label(), cfg.stages, cfg.vec, cfg.cache,
                             cfg.expected_sass(facts.arch) or "LDG", k, ms, gbps,
-                            100 * gbps / copy_gbps, samples_ms=samples))
+                            100 * gbps / copy_gbps, samples_ms=samples, producers=cfg.producers))
             times.append(ms)
         progress(f"[{i:3d}/{len(cfgs)}] {cfg.label():18s} stages={cfg.stages}: "
                  + " ".join(f"{t:.3f}" for t in times) + f" ms  ({time.perf_counter() - t0:.1f} s)")

@@ -40,7 +40,7 @@ def test_kernel_compiles_and_sass_matches_its_mechanism(name, opts, arch):
             assert "LDG.E" in body
         else:
             assert expected in body, f"{expr} on {arch}: no {expected} in its SASS"
-            if cfg.mech.min_cc < (9, 0):  # TMA kernels load a boundary tile's last floats with LDG
+            if not cfg.mech.boundary_loads:  # some load a boundary tile's last < 4 floats with LDG
                 assert not re.search(r"\bLDG\.E", body), f"{expr}: an asynchronous kernel also loads through registers"
 
 
@@ -83,3 +83,30 @@ def test_producer_warp_counts_against_the_block_limit():
     with pytest.raises(ArgumentError, match=r"'tma_1d_pipeline' adds 1 producer warp\(s\): threads \+ 32 must be <= 1024"):
         stream.StreamConfig.make("tma_1d_pipeline", 2, threads=1024, tile=4096)
     assert stream.StreamConfig.make("tma_1d_pipeline", 2).block == 256 + 32
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_warp_specialized_copies_complete_on_barriers(arch):
+    # ws_ldgsts ties each producer thread's cp.async to the full mbarrier (cp.async.mbarrier.arrive.noinc);
+    # ws_pipeline's partitioned cuda::pipeline does the same inside libcu++; consumers wait on mbarriers.
+    for name in ("ws_ldgsts", "ws_pipeline"):
+        sass = stream.StreamConfig.make(name, 3, producers=2).compile(arch).sass()
+        assert "LDGSTS" in sass and "ARRIVES.LDGSTSBAR" in sass, f"{name} on {arch}"
+    if arch == "sm_90a":
+        sass = stream.StreamConfig.make("ws_tma", 3, producers=2).compile(arch).sass()
+        assert "UBLKCP" in sass and "SYNCS.PHASECHK" in sass and "LDGSTS" not in sass
+
+
+def test_producer_warps_are_checked():
+    cfg = stream.StreamConfig.make("ws_ldgsts", 2, threads=256, producers=3, tile=3 * 1024)
+    assert cfg.block == 256 + 96 and cfg.label() == "ws_ldgsts p3"
+    assert cfg.name_expression() == "stream_ws_ldgsts<3, 256, 3072, 2>"
+    assert stream.StreamConfig.make("ws_tma", 2).producers == 1  # the default split
+    with pytest.raises(ArgumentError, match=r"producers must be a number of warps in \[1, 8\], got 9"):
+        stream.StreamConfig.make("ws_ldgsts", 2, producers=9)
+    with pytest.raises(ArgumentError, match=r"mechanism 'ldgsts' takes no producers option"):
+        stream.StreamConfig.make("ldgsts", 2, producers=1)
+    with pytest.raises(ArgumentError, match=r"the tile's 1024 16-byte chunks must split evenly over 96 producer"):
+        stream.StreamConfig.make("ws_ldgsts", 2, producers=3)
+    with pytest.raises(ArgumentError, match=r"adds 8 producer warp\(s\): threads \+ 256 must be <= 1024"):
+        stream.StreamConfig.make("ws_tma", 2, threads=1024, tile=4096, producers=8)

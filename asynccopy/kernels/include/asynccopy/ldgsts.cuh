@@ -57,4 +57,15 @@ __device__ __forceinline__ void wait_all()
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// cp.async.mbarrier.arrive.noinc: an arrive-on operation on the mbarrier `bar`, triggered once every
+// cp.async this thread issued before it has landed. With .noinc the arrival counts against the
+// barrier's expected count (init it with one arrival per thread that calls this); without .noinc
+// (__pipeline_arrive_on in cuda_pipeline_primitives.h) the pending count is raised first and the
+// thread must also arrive normally. Either way the landed bytes are visible to a thread whose wait on
+// the barrier's phase returned — no commit group, no wait_group, no __syncthreads.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(unsigned long long* bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
 }  // namespace asynccopy

@@ -1,4 +1,5 @@
-// asynccopy/mbarrier.cuh — one named wrapper per mbarrier PTX instruction (sm_90 forms).
+// asynccopy/mbarrier.cuh — one named wrapper per mbarrier PTX instruction (sm_90 forms; init, arrive and
+// waits also build for sm_80).
 //
 // An mbarrier in shared memory completes a phase when its pending arrival count reaches zero *and*
 // its transaction count (bytes announced with expect_tx, subtracted by async copies' complete_tx)
@@ -21,9 +22,12 @@ __device__ __forceinline__ void mbarrier_init(mbarrier_t* bar, unsigned arrivals
 }
 
 // Make initialized barriers visible to other threads and to the async proxy (TMA) before use.
+// (sm_80 has no such fence: there the __syncthreads that must follow the init is enough.)
 __device__ __forceinline__ void fence_barrier_init()
 {
+#if __CUDA_ARCH__ >= 900
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ unsigned long long mbarrier_arrive(mbarrier_t* bar)
@@ -51,14 +55,24 @@ __device__ __forceinline__ void mbarrier_expect_tx(mbarrier_t* bar, unsigned byt
                  : "memory");
 }
 
+// Has the phase of the given parity completed? sm_90: try_wait (may suspend the thread briefly
+// inside the instruction); sm_80: test_wait (returns at once).
 __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsigned parity)
 {
     unsigned done;
+#if __CUDA_ARCH__ >= 900
     asm volatile(
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
+#else
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+#endif
     return done != 0;
 }
 
