@@ -64,7 +64,7 @@ MECHANISMS: dict[str, Mechanism] = {
         Mechanism("cg", "cooperative_groups::memcpy_async + cg::wait_prior", (8, 0), None),
         Mechanism("primitives", "__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior", (8, 0), None),
         Mechanism("tma_1d", "TMA bulk copy: cuda::device::memcpy_async_tx + barrier_arrive_tx, one elected thread",
-                  (9, 0), 1, source="stream_tma.cu"),
+                  (9, 0), 1, source="stream_tma.cu", boundary_loads=True),
         Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers", (9, 0), None,
                   source="stream_tma.cu", producer_warps=1, boundary_loads=True),
         Mechanism("tma_2d", "TMA 2D tensor copies (rows of 64 floats) from a producer warp", (9, 0), None,
