@@ -268,13 +268,15 @@ def hang_timeout_ns() -> int:
     prints the kernel, the barrier and the phase, and traps (kernels/include/asynccopy/debug.cuh).
     """
     text = os.environ.get(HANG_ENV, "").strip()
-    if not text or text == "0":
+    if not text:
         return 0
     try:
         ms = float(text)
     except ValueError:
         ms = -1.0
-    if not ms > 0 or ms > 3_600_000:
+    if ms == 0:
+        return 0
+    if not 0 < ms <= 3_600_000:
         raise ArgumentError(f"{HANG_ENV} must be a number of milliseconds in (0, 3600000], got {text!r}")
     return max(1, round(ms * 1e6))
 

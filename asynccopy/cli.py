@@ -46,9 +46,10 @@ def cmd_info(args) -> int:
             continue
         units.append((f"{mech.source} {mech.name}", lambda cfg=cfg: cfg.compile(arch)))
     if build.cc_of_arch(arch) >= (9, 0):
-        from . import tma
+        from . import stas, tma
 
         units.append(("tma.cu (TMA building blocks)", lambda: tma.module(arch)))
+        units.append(("stas.cu (st.async ring)", lambda: stas.module(arch)))
     for label, make in units:
         t0 = time.perf_counter()
         module = make()
@@ -68,6 +69,8 @@ def cmd_bench(args) -> int:
     from .bench import report, stream_bench
 
     facts = device.current()  # fails here, in one line, without a GPU
+    if args.suite == "stas":
+        return _bench_stas(args)
     if args.chunks:
         return _bench_chunks(args)
     if args.quick:
@@ -207,6 +210,31 @@ def _model_check(result, intensities) -> None:
           f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
 
 
+def _bench_stas(args) -> int:
+    from .bench import report, stas_bench
+
+    result = stas_bench.run(args.cluster_sizes, args.message_bytes, vec=args.vec, slots=args.slots, reps=args.reps)
+    print(report.table(result.rows, [("cluster", "cluster", "d"), ("message_bytes", "message B", "d"),
+                                     ("label", "path", ""), ("clusters", "clusters", "d"), ("rounds", "rounds", "d"),
+                                     ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"),
+                                     ("us_per_round", "us/round", ".2f")]))
+    ratios = stas_bench.speedups(result)
+    print()
+    print(report.table(ratios, [("cluster", "cluster", "d"), ("message_bytes", "message B", "d"),
+                                ("dsmem_gbps", "st.async GB/s", ".0f"), ("global_gbps", "global GB/s", ".0f"),
+                                ("ratio", "st.async / global", ".2f")]))
+    two = [r["ratio"] for r in ratios if r["cluster"] == 2]
+    if two:
+        print(f"\ncluster 2: st.async is {min(two):.2f}x to {max(two):.2f}x the global-memory ring's throughput")
+    if args.png:
+        print(f"wrote {stas_bench.plot(result, args.png)}")
+    for path in (args.json, args.csv):
+        if path:
+            report.write(path, result.as_dict())
+            print(f"wrote {path}")
+    return 0
+
+
 def _bench_chunks(args) -> int:
     from .bench import report, stream_bench
 
@@ -297,6 +325,8 @@ def parser() -> argparse.ArgumentParser:
     tr.set_defaults(fn=cmd_trace)
 
     bench = sub.add_parser("bench", help="every mechanism x stages x intensities on this GPU (the main job)")
+    bench.add_argument("suite", nargs="?", default="stream", choices=("stream", "stas"),
+                       help="stream: the tile-stream family (default); stas: the st.async cluster ring (CC 9.0)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")
     bench.add_argument("--stages", type=_ints, default=(1, 2, 3, 4, 6, 8))
     bench.add_argument("--intensities", type=_ints, default=(0, 1, 2, 4, 8, 12, 16, 24))
@@ -311,6 +341,12 @@ def parser() -> argparse.ArgumentParser:
                        help="also check the planner's stage counts and the simulator's times against the sweep")
     bench.add_argument("--chunks", action="store_true",
                        help="instead: the chunk-size sweep of LDGSTS against TMA bulk copies (CC 9.0)")
+    bench.add_argument("--cluster-sizes", type=_ints, default=(2, 4, 8, 16), help="stas: blocks per cluster")
+    bench.add_argument("--message-bytes", type=_ints, default=(256, 1024, 4096, 16384, 65536),
+                       help="stas: bytes each block sends per round")
+    bench.add_argument("--vec", type=int, default=16, help="stas: st.async width, 4, 8 or 16 bytes")
+    bench.add_argument("--slots", type=int, default=2, help="stas: receive buffers per block, 1 or 2")
+    bench.add_argument("--png", default=None, help="stas: plot throughput against message size")
     bench.add_argument("--json", help="write every row (with samples) as JSON")
     bench.add_argument("--csv", help="write every row as CSV")
     bench.set_defaults(fn=cmd_bench)

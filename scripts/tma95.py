@@ -80,9 +80,9 @@ for cfg, bps, defs, k in kernels:
 print("all variants bit-exact", flush=True)
 
 copies, times = [], [[] for _ in kernels]
-for r in range(rounds):
+for _round in range(rounds):
     copies.append(harness.copy_bandwidth(rot, s)[1])
-    for i, (cfg, bps, defs, k) in enumerate(kernels):
+    for i, (cfg, bps, _defs, k) in enumerate(kernels):
         def one(j, k=k, cfg=cfg, bps=bps):
             x, y = rot.pair(j)
             launch(k, cfg, bps, x, y, n)

@@ -206,6 +206,12 @@ def summary(result: StreamBench) -> list[str]:
                 best = min(multi, key=lambda r: r.ms)
                 lines.append(f"  best multi-stage {op}: {best.label} stages={best.stages}: {best.ms:.3f} ms, "
                              f"{best.speedup_vs_sync:.2f}x sync")
+        ws = [r for r in at if r.producers and r.mechanism.startswith("ws_")]
+        plain = [r for r in at if r.stages > 1 and not r.mechanism.startswith("ws_") and r.copy_op != "LDG"]
+        if ws and plain:
+            w, p = min(ws, key=lambda r: r.ms), min(plain, key=lambda r: r.ms)
+            lines.append(f"  best warp-specialized: {w.label} stages={w.stages}: {w.ms:.3f} ms vs best other "
+                         f"{p.label} stages={p.stages}: {p.ms:.3f} ms ({p.ms / w.ms:.3f}x)")
         dbl = [r for r in at if r.mechanism == "sync_double"]
         if dbl:
             lines.append(f"  sync_double (register-staged, ordinary loads): {dbl[0].ms:.3f} ms, "

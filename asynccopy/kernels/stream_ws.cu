@@ -39,6 +39,10 @@ namespace acs = asynccopy::stream;
 namespace cg = cooperative_groups;
 using u64 = unsigned long long;
 
+#ifndef ASYNCCOPY_FAULT_FULL_ARRIVALS  // test hook: expect this many arrivals too many on full[] (a deadlock)
+#define ASYNCCOPY_FAULT_FULL_ARRIVALS 0
+#endif
+
 // The mbarrier-based producer / consumer loop of ws_ldgsts and ws_tma. produce(k, s, full) issues
 // tile k into stage s and makes it complete full[s]; consume(k, s, tid) computes it.
 template <int PRODUCERS, int THREADS, int TILE, int STAGES, unsigned FULL_ARRIVALS, class Produce, class Consume>
@@ -48,7 +52,7 @@ __device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume,
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            ac::mbarrier_init(&full[s], FULL_ARRIVALS);
+            ac::mbarrier_init(&full[s], FULL_ARRIVALS + ASYNCCOPY_FAULT_FULL_ARRIVALS);
             ac::mbarrier_init(&empty[s], THREADS);
         }
         ac::fence_barrier_init();

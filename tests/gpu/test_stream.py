@@ -132,3 +132,20 @@ def test_empty_input(any_xp):
     x = any_xp.nan(0)
     y = asynccopy.run(x, "ldgsts")
     assert tuple(y.shape) == (0,)
+
+
+@pytest.mark.parametrize("name, producers, threads, tile, stages", [
+    ("ws_ldgsts", 4, 128, 8192, 3), ("ws_tma", 3, 192, 4608, 4), ("ws_pipeline", 1, 512, 8192, 2),
+    ("ws_tma", 8, 256, 4096, 2), ("ws_ldgsts", 1, 64, 1024, 6), ("ws_pipeline", 4, 256, 4096, 5),
+])
+@pytest.mark.parametrize("intensity", [0, 2])
+def test_warp_specialized_splits(any_xp, facts, rng, name, producers, threads, tile, stages, intensity):
+    need = stream.MECHANISMS[name].min_cc
+    if facts.cc < need:
+        pytest.skip(f"needs CC {need[0]}.{need[1]}")
+    n = facts.sm_count * tile * 2 + tile // 3 + 1  # several tiles per block and a ragged last tile
+    x, host = any_xp.rand(n, rng)
+    y = asynccopy.run(x, name, stages=stages, intensity=intensity, tile=tile, threads=threads, producers=producers,
+                      out=any_xp.nan(n))
+    any_xp.sync()
+    _check(any_xp.to_numpy(y), host, intensity, tile)

@@ -76,6 +76,28 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsign
     return done != 0;
 }
 
+#if __CUDA_ARCH__ >= 900
+// try_wait with acquire at cluster scope: for barriers completed by another block of the cluster (a
+// remote arrive with release.cluster, or st.async's complete_tx), so that its writes are visible.
+__device__ __forceinline__ bool mbarrier_try_wait_parity_cluster(mbarrier_t* bar, unsigned parity)
+{
+    unsigned done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+__device__ __forceinline__ void mbarrier_wait_parity_cluster(mbarrier_t* bar, unsigned parity,
+                                                             WaitSite site = {"?", "mbarrier", -1})
+{
+    bounded_wait([&] { return mbarrier_try_wait_parity_cluster(bar, parity); }, site, parity);
+}
+#endif
+
 // Block until the phase of the given parity has completed. `site` names the wait for the hang
 // check (asynccopy/debug.cuh): with ASYNCCOPY_HANG_TIMEOUT_NS set, a wait past it reports and traps.
 __device__ __forceinline__ void mbarrier_wait_parity(mbarrier_t* bar, unsigned parity,

@@ -1,0 +1,129 @@
+"""`asynccopy bench stas`: the STAS ring's throughput against cluster size and message size, beside
+the same exchange through global memory with flags, in the same run.
+
+Throughput counts the bytes every block receives: clusters x cluster size x rounds x message bytes per
+launch, over the launch's median time (CUDA events). As many clusters as can be resident run at once
+(the same number for both paths). Every launch's receivers check every word; a row with errors
+raises instead of reporting a speed.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from .. import device, stas
+from ..errors import AsyncCopyError
+from .harness import median, time_ms
+
+DEFAULT_CLUSTERS = (2, 4, 8, 16)
+DEFAULT_MESSAGES = (256, 1024, 4096, 16384, 65536)
+TARGET_BYTES = 1 << 30  # received per launch, to size the rounds
+
+
+@dataclass
+class StasRow:
+    cluster: int
+    message_bytes: int
+    via: str
+    label: str
+    vec: int
+    slots: int
+    clusters: int
+    rounds: int
+    ms: float
+    gbps: float  # bytes received per second / 1e9, all blocks together
+    us_per_round: float
+    samples_ms: list[float]
+
+
+@dataclass
+class StasBench:
+    device: dict
+    rows: list[StasRow]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def rounds_for(blocks: int, message_bytes: int, *, target: int = TARGET_BYTES, lo: int = 20, hi: int = 4000) -> int:
+    return max(lo, min(hi, target // max(1, blocks * message_bytes)))
+
+
+def run(cluster_sizes=DEFAULT_CLUSTERS, message_sizes=DEFAULT_MESSAGES, *, vec: int = 16, slots: int = 2,
+        threads: int = 256, reps: int = 10, warmup: int = 2, seed: int = 1, progress=None) -> StasBench:
+    facts = device.require((9, 0), "asynccopy bench stas")
+    progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    from cuda.core import Device
+
+    s = Device(facts.device_id).create_stream()
+    rows = []
+    cases = [(c, m) for c in cluster_sizes for m in message_sizes]
+    for i, (c, m) in enumerate(cases, 1):
+        t0 = time.perf_counter()
+        dsmem = stas.prepare(c, m, 1, via="dsmem", vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
+        rounds = rounds_for(dsmem.blocks, m)
+        dsmem.close()
+        for via in ("dsmem", "global"):
+            ring = stas.prepare(c, m, rounds, via=via, vec=vec, slots=slots, threads=threads,
+                                clusters=dsmem.clusters, keep_last=False, stream=s)
+            try:
+                samples = time_ms(lambda r, ring=ring: ring.launch(seed=seed + r), s, warmup=warmup, reps=reps)
+                ring.stream.sync()
+                errors = ring.errors()  # over every launch, warm-up included
+                if errors:
+                    raise AsyncCopyError(f"{ring.cfg.label()} ring, cluster {c}, {m} B messages: {errors} words "
+                                         f"received wrong")
+                ms = median(samples)
+                rows.append(StasRow(c, m, via, ring.cfg.label(), vec, slots, ring.clusters, rounds, ms,
+                                    ring.bytes_per_launch / (ms * 1e-3) / 1e9, ms * 1e3 / rounds, samples))
+            finally:
+                ring.close()
+        d, g = rows[-2], rows[-1]
+        progress(f"[{i:2d}/{len(cases)}] cluster {c:2d}, {m:6d} B x {rounds} rounds x {d.clusters} clusters: "
+                 f"st.async {d.gbps:7.0f} GB/s, global {g.gbps:7.0f} GB/s ({d.gbps / g.gbps:.1f}x)  "
+                 f"({time.perf_counter() - t0:.1f} s)")
+    return StasBench(facts.as_dict(), rows)
+
+
+def speedups(result: StasBench) -> list[dict]:
+    """Per (cluster, message): st.async throughput over the global-memory ring's."""
+    by = {(r.cluster, r.message_bytes, r.via): r for r in result.rows}
+    out = []
+    for (c, m, via), r in sorted(by.items()):
+        if via == "dsmem" and (c, m, "global") in by:
+            g = by[(c, m, "global")]
+            out.append({"cluster": c, "message_bytes": m, "dsmem_gbps": r.gbps, "global_gbps": g.gbps,
+                        "ratio": r.gbps / g.gbps, "dsmem_us_per_round": r.us_per_round,
+                        "global_us_per_round": g.us_per_round})
+    return out
+
+
+def plot(result: StasBench, path: str) -> str:
+    """Throughput against message size, a line per cluster size: solid st.async, dashed global memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    sizes = sorted({r.cluster for r in result.rows})
+    colors = plt.get_cmap("viridis")([i / max(1, len(sizes) - 1) * 0.85 for i in range(len(sizes))])
+    for color, c in zip(colors, sizes):
+        for via, style in (("dsmem", "-"), ("global", "--")):
+            pts = sorted((r.message_bytes, r.gbps) for r in result.rows if r.cluster == c and r.via == via)
+            if pts:
+                ax.plot(*zip(*pts), style, marker="o", color=color,
+                        label=f"cluster {c}, {'st.async (DSMEM)' if via == 'dsmem' else 'global + flags'}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message bytes per block per round")
+    ax.set_ylabel("GB/s received (all blocks)")
+    ax.set_title(f"STAS ring vs global memory, {result.device.get('name', '')}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
