@@ -32,6 +32,9 @@
 #ifndef ASYNCCOPY_BULK_EVICT_FIRST
 #define ASYNCCOPY_BULK_EVICT_FIRST 0
 #endif
+#ifndef ASYNCCOPY_BULK_PREFETCH  // experiment: also prefetch into L2 the tile this many tiles past the window
+#define ASYNCCOPY_BULK_PREFETCH 0
+#endif
 
 namespace ac = asynccopy;
 namespace acs = asynccopy::stream;
@@ -132,6 +135,11 @@ __global__ void __launch_bounds__(THREADS + 32)
         }
         AC_TRACE(k, ISSUED);
         if (lane == 0) {
+#if ASYNCCOPY_BULK_PREFETCH
+            if (ac::tile_of_block(k + STAGES - 1 + ASYNCCOPY_BULK_PREFETCH) < (n / TILE))
+                ac::bulk_prefetch_l2(in + ac::tile_of_block(k + STAGES - 1 + ASYNCCOPY_BULK_PREFETCH) * TILE,
+                                     TILE * sizeof(float));
+#endif
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
 #if ASYNCCOPY_BULK_SPLIT > 1 || ASYNCCOPY_BULK_EVICT_FIRST  // experiment: pieces, L2 evict-first
             constexpr u64 PIECE = TILE / ASYNCCOPY_BULK_SPLIT;

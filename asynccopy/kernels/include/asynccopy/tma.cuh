@@ -60,6 +60,12 @@ __device__ __forceinline__ void bulk_load(void* smem_dst, const void* gmem_src, 
         : "memory");
 }
 
+// cp.async.bulk.prefetch.L2: start bringing `bytes` (a multiple of 16) at gmem_src into L2; no completion.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* gmem_src, unsigned bytes)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem_addr(gmem_src)), "r"(bytes) : "memory");
+}
+
 // cp.async.bulk shared → global, in this thread's current bulk async-group.
 __device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, unsigned bytes)
 {
