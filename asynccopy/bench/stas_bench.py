@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from .. import device, stas
-from ..errors import AsyncCopyError
+from ..errors import ArgumentError, AsyncCopyError
 from .harness import median, time_ms
 
 DEFAULT_CLUSTERS = (2, 4, 8, 16)
@@ -62,7 +62,11 @@ def run(cluster_sizes=DEFAULT_CLUSTERS, message_sizes=DEFAULT_MESSAGES, *, vec: 
     cases = [(c, m) for c in cluster_sizes for m in message_sizes]
     for i, (c, m) in enumerate(cases, 1):
         t0 = time.perf_counter()
-        dsmem = stas.prepare(c, m, 1, via="dsmem", vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
+        try:
+            dsmem = stas.prepare(c, m, 1, via="dsmem", vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
+        except ArgumentError as exc:  # e.g. 16 blocks of large buffers do not fit one GPC
+            progress(f"[{i:2d}/{len(cases)}] cluster {c:2d}, {m:6d} B: skipped ({exc})")
+            continue
         rounds = rounds_for(dsmem.blocks, m)
         dsmem.close()
         for via in ("dsmem", "global"):

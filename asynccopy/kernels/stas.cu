@@ -194,13 +194,13 @@ __global__ void __launch_bounds__(THREADS)
     for (unsigned r = 0; r < rounds; ++r) {
         const int s = static_cast<int>(r % SLOTS);
         if (r >= SLOTS) block_wait_flag(&ready[me * SLOTS + s], base + r - SLOTS + 1, "ready", s);
-        const unsigned base = ring_word(seed, cluster_id, rank, r);
+        const unsigned mine = ring_word(seed, cluster_id, rank, r);
         const unsigned flip = (r == corrupt_round && rank == 0) ? 1u : 0u;
         uint4* dst = reinterpret_cast<uint4*>(gbuf + (static_cast<unsigned long long>(next) * SLOTS + s) * words);
         for (unsigned c = threadIdx.x; c < words / 4; c += THREADS) {
             const unsigned w = 4 * c;
-            __stcg(dst + c, make_uint4((base ^ (w * WORD_MUL)) ^ (c == 0 ? flip : 0u), base ^ ((w + 1) * WORD_MUL),
-                                       base ^ ((w + 2) * WORD_MUL), base ^ ((w + 3) * WORD_MUL)));
+            __stcg(dst + c, make_uint4((mine ^ (w * WORD_MUL)) ^ (c == 0 ? flip : 0u), mine ^ ((w + 1) * WORD_MUL),
+                                       mine ^ ((w + 2) * WORD_MUL), mine ^ ((w + 3) * WORD_MUL)));
         }
         __syncthreads();
         if (threadIdx.x == 0) {
