@@ -62,6 +62,9 @@ def max_cluster_size(kernel, *, block: int, shmem: int = 0, stream, non_portable
     """The largest cluster of ``kernel`` this device can run with ``block`` threads and ``shmem`` bytes of
     dynamic shared memory per block (the driver's cuOccupancyMaxPotentialClusterSize)."""
     device.require(MIN_CC, "thread-block clusters")
+    required = kernel.attributes.required_cluster_width
+    if required:  # __cluster_dims__: the driver refuses this query (CUDA_ERROR_INVALID_CLUSTER_SIZE, H200)
+        return int(required)
     dev_id = stream.device.device_id
     if shmem > 0:
         build.allow_dynamic_smem(kernel, shmem, dev_id)
@@ -79,13 +82,17 @@ def max_active_clusters(kernel, cluster: int, *, block: int, shmem: int = 0, str
         build.allow_dynamic_smem(kernel, shmem, dev_id)
     if cluster > PORTABLE_MAX:
         allow_non_portable(kernel, dev_id)
-    return int(kernel.occupancy.max_active_clusters(_config(grid=cluster, block=block, shmem=shmem, cluster=cluster),
-                                                    stream=stream))
+    fixed = kernel.attributes.required_cluster_width  # compile-time dims: leave the config's cluster unset
+    config = _config(grid=cluster, block=block, shmem=shmem, cluster=None if fixed else cluster)
+    return int(kernel.occupancy.max_active_clusters(config, stream=stream))
 
 
 def check_fits(kernel, cluster: int, *, block: int, shmem: int, stream, what: str = "kernel") -> None:
     """ArgumentError if clusters of ``cluster`` blocks of this shape cannot run here, naming the largest that can."""
     check_size(cluster)
+    required = kernel.attributes.required_cluster_width
+    if required and cluster != required:
+        raise ArgumentError(f"{what}: compiled with __cluster_dims__({required}, 1, 1), asked for clusters of {cluster}")
     largest = max_cluster_size(kernel, block=block, shmem=shmem, stream=stream)
     if cluster > largest:
         limit = (f"the portable limit is {PORTABLE_MAX}, {HARDWARE_MAX} with the non-portable attribute (set)"
