@@ -13,7 +13,7 @@ message to prove the count can be non-zero.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -214,7 +214,10 @@ def prepare(cluster: int = 2, message_bytes: int = 4096, rounds: int = 100, *, v
     kernel = _kernel(cfg, facts.arch)
     clusters_mod.check_fits(kernel, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s,
                             what=f"the {cfg.label()} ring")
-    active = clusters_mod.max_active_clusters(kernel, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s)
+    # occupancy of the same kernel with launch-time dimensions (the same resources; the driver's cluster
+    # queries refuse a kernel compiled with __cluster_dims__)
+    probe = _kernel(replace(cfg, compile_time_cluster=False), facts.arch) if cfg.compile_time_cluster else kernel
+    active = clusters_mod.max_active_clusters(probe, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s)
     if clusters is None:
         clusters = max(1, active)
     elif isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
