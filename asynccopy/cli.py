@@ -345,7 +345,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--message-bytes", type=_ints, default=(256, 1024, 4096, 16384, 65536),
                        help="stas: bytes each block sends per round")
     bench.add_argument("--vec", type=int, default=16, help="stas: st.async width, 4, 8 or 16 bytes")
-    bench.add_argument("--slots", type=int, default=2, help="stas: receive buffers per block, 1 or 2")
+    bench.add_argument("--slots", type=int, default=2, help="stas: receive buffers per block, 1, 2 or 4")
     bench.add_argument("--png", default=None, help="stas: plot throughput against message size")
     bench.add_argument("--json", help="write every row (with samples) as JSON")
     bench.add_argument("--csv", help="write every row as CSV")

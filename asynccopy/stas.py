@@ -22,7 +22,7 @@ from . import cluster as clusters_mod
 from .errors import ArgumentError
 
 VECS = (4, 8, 16)
-SLOTS = (1, 2)
+SLOTS = (1, 2, 4)
 VIAS = ("dsmem", "global")
 WORD_MUL = 0x9E3779B1
 NO_CORRUPTION = 0xFFFFFFFF
@@ -74,7 +74,7 @@ class RingConfig:
         if vec not in VECS:
             raise ArgumentError(f"vec (st.async width) must be 4, 8 or 16 bytes, got {vec}")
         if slots not in SLOTS:
-            raise ArgumentError(f"slots must be 1 or 2 receive buffers, got {slots}")
+            raise ArgumentError(f"slots must be 1, 2 or 4 receive buffers, got {slots}")
         if threads % 32 or not 32 <= threads <= 1024:
             raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
         if isinstance(message_bytes, bool) or not isinstance(message_bytes, int) or message_bytes < 16 \

@@ -4,7 +4,7 @@
 // registers into the distributed shared memory of block next = (rank + 1) % C with st.async
 // (cuda::ptx::st_async, VEC = 4, 8 or 16 bytes per instruction), and receives the message of block
 // prev = (rank + C - 1) % C. SLOTS receive buffers per block (1: the guide's protocol; 2: double
-// buffered). Per block and slot s:
+// buffered; 3-4: more rounds in flight). Per block and slot s:
 //   filled[s]: 1 arrival (this block's own arrive.expect_tx of MSG bytes) + the MSG bytes that prev's
 //              st.async complete on it (space_cluster from prev's side, space_shared from ours);
 //   ready[s]:  1 arrival, remote, from next (mbarrier.arrive.release.cluster on our barrier mapped
@@ -96,7 +96,7 @@ template <int THREADS, int VEC, int SLOTS>
 __device__ __forceinline__ void ring_body(unsigned msg_bytes, unsigned rounds, unsigned seed, unsigned corrupt_round,
                                           unsigned* __restrict__ errors, unsigned* __restrict__ last)
 {
-    static_assert(SLOTS == 1 || SLOTS == 2, "one or two receive buffers per block");
+    static_assert(SLOTS >= 1 && SLOTS <= 4, "one to four receive buffers per block");
     unsigned* recv = ac::dynamic_smem<unsigned>();  // [SLOTS][msg_bytes / 4]
     __shared__ ac::mbarrier_t filled[SLOTS], ready[SLOTS];
     cg::cluster_group cluster = cg::this_cluster();

@@ -37,7 +37,7 @@ def test_ring_needs_hopper():
     (dict(cluster=0, message_bytes=256), r"a cluster size is a positive number of blocks, got 0"),
     (dict(cluster=2, message_bytes=100), r"message_bytes must be a positive multiple of 16, got 100"),
     (dict(cluster=2, message_bytes=256, vec=2), r"vec \(st.async width\) must be 4, 8 or 16 bytes, got 2"),
-    (dict(cluster=2, message_bytes=256, slots=3), r"slots must be 1 or 2 receive buffers, got 3"),
+    (dict(cluster=2, message_bytes=256, slots=3), r"slots must be 1, 2 or 4 receive buffers, got 3"),
     (dict(cluster=2, message_bytes=256, via="pcie"), r"via must be one of dsmem, global, got 'pcie'"),
     (dict(cluster=2, message_bytes=256, via="global", compile_time_cluster=True),
      r"compile_time_cluster applies to the st.async ring"),

@@ -22,7 +22,7 @@ def _largest():
 
 @pytest.mark.parametrize("size", [2, 3, 4, 8, 16])
 @pytest.mark.parametrize("vec", [4, 8, 16])
-@pytest.mark.parametrize("slots", [1, 2])
+@pytest.mark.parametrize("slots", [1, 2, 4])
 def test_ring_delivers_every_word(size, vec, slots):
     if size > _largest():
         pytest.skip(f"clusters of {size} do not fit this device")
@@ -33,7 +33,7 @@ def test_ring_delivers_every_word(size, vec, slots):
 
 
 @pytest.mark.parametrize("size", [2, 4, 16])
-@pytest.mark.parametrize("slots", [1, 2])
+@pytest.mark.parametrize("slots", [1, 2, 4])
 def test_global_ring_delivers_every_word(size, slots):
     if size > _largest():
         pytest.skip(f"clusters of {size} do not fit this device")
