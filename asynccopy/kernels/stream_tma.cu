@@ -23,19 +23,6 @@
 #include <cuda/barrier>
 #include <cuda/std/utility>
 
-#ifndef ASYNCCOPY_WARP_ARRIVE
-#define ASYNCCOPY_WARP_ARRIVE 0
-#endif
-#ifndef ASYNCCOPY_BULK_SPLIT
-#define ASYNCCOPY_BULK_SPLIT 1
-#endif
-#ifndef ASYNCCOPY_BULK_EVICT_FIRST
-#define ASYNCCOPY_BULK_EVICT_FIRST 0
-#endif
-#ifndef ASYNCCOPY_BULK_PREFETCH  // experiment: also prefetch into L2 the tile this many tiles past the window
-#define ASYNCCOPY_BULK_PREFETCH 0
-#endif
-
 namespace ac = asynccopy;
 namespace acs = asynccopy::stream;
 using u64 = unsigned long long;
@@ -91,7 +78,7 @@ __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consum
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             ac::mbarrier_init(&full[s], 1);
-            ac::mbarrier_init(&empty[s], ASYNCCOPY_WARP_ARRIVE ? THREADS / 32 : THREADS);
+            ac::mbarrier_init(&empty[s], THREADS);
         }
         ac::fence_barrier_init();
     }
@@ -108,12 +95,7 @@ __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consum
             const int s = ac::stage_of<STAGES>(k);
             ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k), {kernel, "full", s});
             consume(k, s);
-#if ASYNCCOPY_WARP_ARRIVE  // experiment: one arrival per consumer warp
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) ac::mbarrier_arrive(&empty[s]);
-#else
             ac::mbarrier_arrive(&empty[s]);
-#endif
         }
     }
 }
@@ -135,25 +117,8 @@ __global__ void __launch_bounds__(THREADS + 32)
         }
         AC_TRACE(k, ISSUED);
         if (lane == 0) {
-#if ASYNCCOPY_BULK_PREFETCH
-            if (ac::tile_of_block(k + STAGES - 1 + ASYNCCOPY_BULK_PREFETCH) < (n / TILE))
-                ac::bulk_prefetch_l2(in + ac::tile_of_block(k + STAGES - 1 + ASYNCCOPY_BULK_PREFETCH) * TILE,
-                                     TILE * sizeof(float));
-#endif
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
-#if ASYNCCOPY_BULK_SPLIT > 1 || ASYNCCOPY_BULK_EVICT_FIRST  // experiment: pieces, L2 evict-first
-            constexpr u64 PIECE = TILE / ASYNCCOPY_BULK_SPLIT;
-            for (u64 e = 0; e < whole; e += PIECE) {
-                const unsigned bytes = static_cast<unsigned>((whole - e < PIECE ? whole - e : PIECE) * sizeof(float));
-#if ASYNCCOPY_BULK_EVICT_FIRST
-                ac::bulk_load(buf + e, in + t * TILE + e, bytes, full, ac::l2_policy_evict_first());
-#else
-                ac::bulk_load(buf + e, in + t * TILE + e, bytes, full);
-#endif
-            }
-#else
             if (whole) ac::bulk_load(buf, in + t * TILE, static_cast<unsigned>(whole * sizeof(float)), full);
-#endif
         }
     };
     auto consume = [&](u64 k, int s) {

@@ -82,11 +82,7 @@ __device__ __forceinline__ void compute_tile_to(const float* tile, float* dst, u
     for (int j = 0; j < NJ; ++j) {
         const int v = tid + j * THREADS;
         if (valid == TILE) {
-#if ASYNCCOPY_STREAM_STORE_CS  // experiment: streaming (evict-first) stores; dst must be global
-            __stcs(reinterpret_cast<float4*>(out_tile) + v, acc[j]);
-#else
             reinterpret_cast<float4*>(out_tile)[v] = acc[j];
-#endif
         } else {
             const u64 e = 4ull * v;
             if (e + 0 < valid) out_tile[e + 0] = acc[j].x;
