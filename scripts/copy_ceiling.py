@@ -129,7 +129,12 @@ for contig in ("false", "true"):
                  (f"tma_g2s2g<16384, 3, {contig}>", 16384, 32, 3 * 16384 * 4, 1),
                  (f"tma_g2s2g<8192, 6, {contig}>", 8192, 32, 6 * 8192 * 4, 1),
                  (f"tma_g2s2g<4096, 4, {contig}>", 4096, 32, 4 * 4096 * 4, 2)]
-mod = asynccopy.compile(SOURCE, name_expressions=[v[0] for v in variants if "<" in v[0]], name="copy_ceiling")
+# non-persistent: a block per 8 contiguous tiles (blocks/SM < 0 means "grid = tiles / -bps")
+variants += [("tma_copy<256, 4096, 3, true>", 4096, 256 + 32, 3 * 4096 * 4, -8),
+             ("tma_copy<256, 4096, 3, true>", 4096, 256 + 32, 3 * 4096 * 4, -4),
+             ("tma_copy<512, 8192, 3, true>", 8192, 512 + 32, 3 * 8192 * 4, -4),
+             ("tma_g2s2g<4096, 3, true>", 4096, 32, 3 * 4096 * 4, -8)]
+mod = asynccopy.compile(SOURCE, name_expressions=sorted({v[0] for v in variants if "<" in v[0]}), name="copy_ceiling")
 
 
 def launch(name, tile, block, shmem, bps, x, y, m):
@@ -141,7 +146,8 @@ def launch(name, tile, block, shmem, bps, x, y, m):
         build.launch(k, int(x.handle), int(y.handle), np.uint64(m // 4), grid=facts.sm_count * bps, block=block,
                      stream=s)
     else:
-        build.launch(k, int(x.handle), int(y.handle), np.uint64(m // tile), grid=facts.sm_count * bps, block=block,
+        grid = facts.sm_count * bps if bps > 0 else -(-(m // tile) // -bps)
+        build.launch(k, int(x.handle), int(y.handle), np.uint64(m // tile), grid=grid, block=block,
                      stream=s, shmem=shmem)
 
 
