@@ -73,12 +73,15 @@ def cmd_bench(args) -> int:
         return _bench_stas(args)
     if args.chunks:
         return _bench_chunks(args)
+    if args.plan and args.tiles_per_block:
+        raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
     if args.quick:
         stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
     else:
         stages, intensities, reps = args.stages, args.intensities, args.reps
     cfgs = stream_bench.configs(args.mechanisms, stages, tile=args.tile, threads=args.threads,
-                                smem_limit=facts.smem_per_block_optin, where=facts.name, arch=facts.arch)
+                                smem_limit=facts.smem_per_block_optin, where=facts.name, arch=facts.arch,
+                                tiles_per_block=args.tiles_per_block)
     if not cfgs:
         raise AsyncCopyError("no configuration to run (every one was filtered out or does not fit)")
     result = stream_bench.run(cfgs, intensities, size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
@@ -335,7 +338,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--warmup", type=int, default=3)
     bench.add_argument("--tile", type=int, default=4096, help="floats per tile")
     bench.add_argument("--threads", type=int, default=256)
-    bench.add_argument("--blocks-per-sm", type=int, default=1)
+    bench.add_argument("--blocks-per-sm", type=int, default=1, help="blocks of the persistent grid per SM")
+    bench.add_argument("--tiles-per-block", type=int, default=0,
+                       help="instead of a persistent grid, a block per this many contiguous tiles")
     bench.add_argument("--quick", action="store_true", help="stages 1,2,4,8, intensities 0,2,8, 10 reps")
     bench.add_argument("--plan", action="store_true",
                        help="also check the planner's stage counts and the simulator's times against the sweep")

@@ -104,10 +104,12 @@ class StreamConfig:
     cache: str | None = None
     trace: bool = False  # built with -DASYNCCOPY_TRACE=1: takes a trace buffer (asynccopy.trace)
     producers: int = 0  # producer warps added to the block (0 for mechanisms without them)
+    tiles_per_block: int = 0  # 0: a persistent grid; T > 0: a block per T contiguous tiles
 
     @staticmethod
     def make(mechanism: str, stages: int | None = None, *, threads: int = 256, tile: int = 4096,
-             vec: int | None = None, cache: str | None = None, producers: int | None = None) -> StreamConfig:
+             vec: int | None = None, cache: str | None = None, producers: int | None = None,
+             tiles_per_block: int = 0) -> StreamConfig:
         """Check every argument that needs no device; ``stages=None`` picks a default."""
         if mechanism not in MECHANISMS:
             raise ArgumentError(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
@@ -167,7 +169,12 @@ class StreamConfig:
         if mechanism == "tma_2d" and (tile % 64 or tile // 64 > 256):
             raise ArgumentError(f"tma_2d loads a tile as a box of rows of 64 floats: tile must be a multiple of 64 "
                                 f"and at most 256 rows (16384 floats), got {tile}")
-        return StreamConfig(mechanism, stages, threads, tile, vec, cache, producers=producers)
+        tiles_per_block = _int(tiles_per_block, "tiles_per_block")
+        if not 0 <= tiles_per_block <= 1 << 20:
+            raise ArgumentError(f"tiles_per_block must be 0 (a persistent grid) or a run length in [1, 2^20], "
+                                f"got {tiles_per_block}")
+        return StreamConfig(mechanism, stages, threads, tile, vec, cache, producers=producers,
+                            tiles_per_block=tiles_per_block)
 
     @property
     def mech(self) -> Mechanism:
@@ -215,6 +222,8 @@ class StreamConfig:
             extra += f" .{self.cache}"
         if self.mech.producers_option:
             extra += f" p{self.producers}"
+        if self.tiles_per_block:
+            extra += f" {self.tiles_per_block}/block"
         return f"{self.mechanism}{extra}"
 
     @property
@@ -235,8 +244,13 @@ class StreamConfig:
             names = (self.name_expression(),)
         else:
             names = tuple(self.name_expression(s) for s in sorted(set(COMPILED_STAGES) | {self.stages}))
+        defines = {}
+        if self.trace:
+            defines["ASYNCCOPY_TRACE"] = 1
+        if self.tiles_per_block:
+            defines["ASYNCCOPY_TILES_PER_BLOCK"] = self.tiles_per_block
         return build.compile(build.read_kernel(self.mech.source), arch=arch, name_expressions=names,
-                             name=f"stream_{self.mechanism}", defines={"ASYNCCOPY_TRACE": 1} if self.trace else None)
+                             name=f"stream_{self.mechanism}", defines=defines or None)
 
     def expected_sass(self, arch: str) -> str | None:
         """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
@@ -285,9 +299,16 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
         return
     if cfg.trace and not trace_ptr:
         raise ArgumentError("a traced kernel needs a trace buffer (trace_ptr)")
+    if cfg.trace and cfg.tiles_per_block:
+        raise ArgumentError("traces record a persistent grid's blocks: use tiles_per_block=0 with trace")
     kernel = _kernel(cfg, facts.arch)
     n_tiles = -(-n // cfg.tile)
-    grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
+    if cfg.tiles_per_block:
+        grid = -(-n_tiles // cfg.tiles_per_block)
+        if grid >= 1 << 31:
+            raise ArgumentError(f"{n_tiles} tiles in runs of {cfg.tiles_per_block} need {grid} blocks (at most 2^31 - 1)")
+    else:
+        grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
     args = (in_ptr, out_ptr, np.uint64(n), np.int32(intensity))
     if cfg.mechanism == "tma_2d":
         if n < 64:
@@ -326,13 +347,16 @@ def check_blocks_per_sm(blocks_per_sm) -> int:
 
 def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: int = 0, tile: int = 4096,
         threads: int = 256, vec: int | None = None, cache: str | None = None, producers: int | None = None,
-        blocks_per_sm: int = 1, out=None, stream=None):
+        blocks_per_sm: int = 1, tiles_per_block: int = 0, out=None, stream=None):
     """Run the tile-stream workload on ``x`` (a contiguous float32 CUDA array) with one mechanism.
 
     Returns ``out`` (or a new array of x's kind and shape). The kernel is queued on ``stream``
     (default: the current stream of x's framework); no synchronization unless x is a JAX array.
+    ``blocks_per_sm`` sizes the persistent grid; ``tiles_per_block=T`` launches a block per T
+    contiguous tiles instead.
     """
-    cfg = StreamConfig.make(mechanism, stages, threads=threads, tile=tile, vec=vec, cache=cache, producers=producers)
+    cfg = StreamConfig.make(mechanism, stages, threads=threads, tile=tile, vec=vec, cache=cache, producers=producers,
+                            tiles_per_block=tiles_per_block)
     intensity = check_intensity(intensity)
     blocks_per_sm = check_blocks_per_sm(blocks_per_sm)
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")

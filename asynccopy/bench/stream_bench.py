@@ -76,7 +76,7 @@ class StreamBench:
 
 
 def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, smem_limit=None,
-            where="this device", arch=None) -> list[stream.StreamConfig]:
+            where="this device", arch=None, tiles_per_block=0) -> list[stream.StreamConfig]:
     """The swept configurations: DEFAULT_VARIANTS filtered by mechanism, each over ``stages``;
     configurations that cannot fit ``smem_limit`` or need more than ``arch`` has are left out."""
     out = []
@@ -85,7 +85,7 @@ def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, s
             continue
         mech = stream.MECHANISMS[name]
         for s in ([mech.fixed_stages] if mech.fixed_stages else stages):
-            cfg = stream.StreamConfig.make(name, s, tile=tile, threads=threads, **opts)
+            cfg = stream.StreamConfig.make(name, s, tile=tile, threads=threads, tiles_per_block=tiles_per_block, **opts)
             if arch is not None and not cfg.compiles_for(arch):
                 continue
             if smem_limit is not None:

@@ -110,3 +110,13 @@ def test_producer_warps_are_checked():
         stream.StreamConfig.make("ws_ldgsts", 2, producers=3)
     with pytest.raises(ArgumentError, match=r"adds 8 producer warp\(s\): threads \+ 256 must be <= 1024"):
         stream.StreamConfig.make("ws_tma", 2, threads=1024, tile=4096, producers=8)
+
+
+def test_contiguous_tile_runs_are_a_compile_time_switch():
+    persistent = stream.StreamConfig.make("tma_1d_pipeline", 2, tile=8192)
+    runs = stream.StreamConfig.make("tma_1d_pipeline", 2, tile=8192, tiles_per_block=2)
+    assert runs.label() == "tma_1d_pipeline 2/block" and persistent.label() == "tma_1d_pipeline"
+    a, b = persistent.compile("sm_90a"), runs.compile("sm_90a")
+    assert a.cubin != b.cubin and "UBLKCP" in b.sass()
+    with pytest.raises(ArgumentError, match=r"tiles_per_block must be 0 \(a persistent grid\) or a run length"):
+        stream.StreamConfig.make("ldgsts", 2, tiles_per_block=-1)

@@ -149,3 +149,24 @@ def test_warp_specialized_splits(any_xp, facts, rng, name, producers, threads, t
                       out=any_xp.nan(n))
     any_xp.sync()
     _check(any_xp.to_numpy(y), host, intensity, tile)
+
+
+def _runs_cases():
+    for n, o in DEFAULT_VARIANTS:  # every mechanism with runs of 2; the TMA pipeline with 1 and 5 too
+        for t in ((1, 2, 5) if n == "tma_1d_pipeline" else (2,)):
+            yield pytest.param(n, o, t, id=f"{n}-{'-'.join(f'{k}{v}' for k, v in o.items())}-runs{t}")
+
+
+@pytest.mark.parametrize("name, opts, tiles_per_block", list(_runs_cases()))
+def test_contiguous_tile_runs(any_xp, facts, rng, name, opts, tiles_per_block):
+    mech = stream.MECHANISMS[name]
+    if facts.cc < mech.min_cc:
+        pytest.skip(f"needs CC {mech.min_cc[0]}.{mech.min_cc[1]}")
+    stages = mech.fixed_stages or 3
+    n = facts.sm_count * TILE * 3 + 2 * TILE + 7  # more blocks than SMs, and a ragged last tile
+    x, host = any_xp.rand(n, rng)
+    for intensity in (0, 3):
+        y = asynccopy.run(x, name, stages=stages, intensity=intensity, tile=TILE, tiles_per_block=tiles_per_block,
+                          out=any_xp.nan(n), **opts)
+        any_xp.sync()
+        _check(any_xp.to_numpy(y), host, intensity)

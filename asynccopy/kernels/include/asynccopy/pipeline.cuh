@@ -21,15 +21,32 @@ __device__ __forceinline__ unsigned phase_of(unsigned long long i)
     return static_cast<unsigned>((i / STAGES) & 1ull);
 }
 
-// The tiles of a persistent block: tile k of this block is blockIdx.x + k * gridDim.x.
+// Which tiles a block takes. By default the grid is persistent: tile k of block b is b + k * gridDim.x.
+// Built with -DASYNCCOPY_TILES_PER_BLOCK=T (T > 0), the grid is one block per T tiles and block b
+// takes the contiguous run b * T, ..., b * T + T - 1: blocks come and go, and the whole GPU sweeps
+// the array front to back (on the H200 the faster order for a pure copy).
+#ifndef ASYNCCOPY_TILES_PER_BLOCK
+#define ASYNCCOPY_TILES_PER_BLOCK 0
+#endif
+
 __device__ __forceinline__ unsigned long long tiles_of_block(unsigned long long n_tiles)
 {
+#if ASYNCCOPY_TILES_PER_BLOCK > 0
+    const unsigned long long first = static_cast<unsigned long long>(blockIdx.x) * ASYNCCOPY_TILES_PER_BLOCK;
+    return first < n_tiles ? (n_tiles - first < ASYNCCOPY_TILES_PER_BLOCK ? n_tiles - first : ASYNCCOPY_TILES_PER_BLOCK)
+                           : 0;
+#else
     return blockIdx.x < n_tiles ? (n_tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+#endif
 }
 
 __device__ __forceinline__ unsigned long long tile_of_block(unsigned long long k)
 {
+#if ASYNCCOPY_TILES_PER_BLOCK > 0
+    return static_cast<unsigned long long>(blockIdx.x) * ASYNCCOPY_TILES_PER_BLOCK + k;
+#else
     return blockIdx.x + k * gridDim.x;
+#endif
 }
 
 // bar.sync on a named barrier (1..15) for `count` threads (a multiple of 32): a barrier for a
