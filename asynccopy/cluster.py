@@ -123,4 +123,6 @@ def launch(kernel, *args, block: int, stream, shmem: int = 0, clusters: int | No
     if blocks is None or blocks < 1 or blocks % required:
         raise ArgumentError(f"a kernel with __cluster_dims__({required}, 1, 1) needs a grid that is a positive "
                             f"multiple of {required} blocks, got {blocks!r}")
+    if required > PORTABLE_MAX:
+        allow_non_portable(kernel, stream.device.device_id)
     build.launch(kernel, *args, grid=blocks, block=block, stream=stream, shmem=shmem)

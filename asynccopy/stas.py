@@ -110,8 +110,12 @@ def module(arch: str | None = None, *, threads: int = 256, fixed: tuple[int, ...
     return build.compile(build.read_kernel("stas.cu"), arch=target, name_expressions=tuple(names), name="stas")
 
 
-@functools.cache
 def _kernel(cfg: RingConfig, arch: str):
+    return _kernel_for(cfg, arch, build.hang_timeout_ns())  # a new build when the hang switch changes
+
+
+@functools.cache
+def _kernel_for(cfg: RingConfig, arch: str, hang_ns: int):
     fixed = (cfg.cluster,) if cfg.compile_time_cluster else ()
     return module(arch, threads=cfg.threads, fixed=fixed).kernel(cfg.name_expression())
 
@@ -125,8 +129,10 @@ class Ring:
     rounds: int
     stream: object
     keep_last: bool = True
+    owns_stream: bool = False  # prepare() made the stream: close() closes it
     _bufs: dict = field(default_factory=dict, repr=False)
     _launches: int = 0  # since the global ring's flags were last zeroed (they count rounds across launches)
+    _flag_rounds: int = 0  # the rounds per launch the flags have counted in
 
     @property
     def blocks(self) -> int:
@@ -160,11 +166,17 @@ class Ring:
         args = [np.uint32(cfg.message_bytes), np.uint32(self.rounds), np.uint32(seed & MASK),
                 np.uint32(NO_CORRUPTION if corrupt_round is None else corrupt_round), int(errors.handle),
                 int(last.handle) if last is not None else 0]
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or not 1 <= self.rounds < 1 << 31:
+            raise ArgumentError(f"rounds must be an integer in [1, 2^31), got {self.rounds!r}")
+        if corrupt_round is not None and not 0 <= corrupt_round < NO_CORRUPTION:
+            raise ArgumentError(f"corrupt_round must be a round index in [0, 2^32 - 1), got {corrupt_round}")
         if cfg.via == "global":
-            if "filled" not in self._bufs or (self._launches + 1) * self.rounds >= 1 << 32:
+            if ("filled" not in self._bufs or self.rounds != self._flag_rounds
+                    or (self._launches + 1) * self.rounds >= 1 << 32):
                 self._zero("filled", self.blocks * cfg.slots * 4)
                 self._zero("ready", self.blocks * cfg.slots * 4)
                 self._launches = 0
+                self._flag_rounds = self.rounds
             args += [int(self._alloc("gbuf", self.blocks * cfg.slots * words * 4).handle),
                      int(self._bufs["filled"].handle), int(self._bufs["ready"].handle),
                      np.uint32(self._launches * self.rounds)]
@@ -194,6 +206,9 @@ class Ring:
         for buf in self._bufs.values():
             buf.close()
         self._bufs.clear()
+        if self.owns_stream:
+            self.stream.close()
+            self.owns_stream = False
 
 
 def prepare(cluster: int = 2, message_bytes: int = 4096, rounds: int = 100, *, via: str = "dsmem", vec: int = 16,
@@ -202,8 +217,8 @@ def prepare(cluster: int = 2, message_bytes: int = 4096, rounds: int = 100, *, v
     """Check everything, compile, and size the grid: ``clusters`` defaults to as many as can be resident."""
     cfg = RingConfig.make(cluster, message_bytes, via=via, vec=vec, slots=slots, threads=threads,
                           compile_time_cluster=compile_time_cluster)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ArgumentError(f"rounds must be a positive integer, got {rounds!r}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds < 1 << 31:
+        raise ArgumentError(f"rounds must be an integer in [1, 2^31), got {rounds!r}")
     facts = device.require(clusters_mod.MIN_CC, "the STAS ring")
     if cfg.shmem + 1024 > facts.smem_per_block_optin:
         raise ArgumentError(f"{cfg.slots} x {cfg.message_bytes} B receive buffers do not fit the "
@@ -212,20 +227,23 @@ def prepare(cluster: int = 2, message_bytes: int = 4096, rounds: int = 100, *, v
 
     s = stream if stream is not None else Device(facts.device_id).create_stream()
     kernel = _kernel(cfg, facts.arch)
-    clusters_mod.check_fits(kernel, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s,
-                            what=f"the {cfg.label()} ring")
-    # occupancy of the same kernel with launch-time dimensions (the same resources; the driver's cluster
-    # queries refuse a kernel compiled with __cluster_dims__)
+    # The driver's cluster queries refuse a kernel compiled with __cluster_dims__: ask them about its
+    # launch-time twin (the same code and resources) instead.
     probe = _kernel(replace(cfg, compile_time_cluster=False), facts.arch) if cfg.compile_time_cluster else kernel
+    clusters_mod.check_fits(probe, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s,
+                            what=f"the {cfg.label()} ring")
     active = clusters_mod.max_active_clusters(probe, cfg.cluster, block=cfg.threads, shmem=cfg.shmem, stream=s)
+    if active < 1:
+        raise ArgumentError(f"no cluster of {cfg.cluster} blocks ({cfg.threads} threads, {cfg.shmem} B of shared "
+                            f"memory each) can be resident on {facts.name}")
     if clusters is None:
-        clusters = max(1, active)
+        clusters = active
     elif isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
         raise ArgumentError(f"clusters must be a positive integer, got {clusters!r}")
     elif via == "global" and clusters > active:
         raise ArgumentError(f"the global-memory ring spins on flags between blocks: at most {active} clusters of "
                             f"{cluster} can be resident at once, got clusters={clusters}")
-    return Ring(cfg, clusters, rounds, s, keep_last)
+    return Ring(cfg, clusters, rounds, s, keep_last, owns_stream=stream is None)
 
 
 @dataclass

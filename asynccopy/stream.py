@@ -285,9 +285,13 @@ def default_stages(tile: int) -> int:
     return max(1, p.recommended)
 
 
-@functools.cache
 def _kernel(cfg: StreamConfig, arch: str):
-    """The loaded kernel of cfg: resolved once, so that a launch costs only the launch."""
+    """The loaded kernel of cfg: resolved once (per hang-check setting), so a launch costs only the launch."""
+    return _kernel_for(cfg, arch, build.hang_timeout_ns())
+
+
+@functools.cache
+def _kernel_for(cfg: StreamConfig, arch: str, hang_ns: int):
     return cfg.compile(arch).kernel(cfg.name_expression())
 
 
@@ -333,8 +337,8 @@ def _rows_map(ptr: int, n: int, tile: int, device_id: int):
 
 def check_intensity(intensity) -> int:
     intensity = _int(intensity, "intensity")
-    if intensity < 0:
-        raise ArgumentError(f"intensity must be >= 0, got {intensity}")
+    if not 0 <= intensity < 1 << 31:
+        raise ArgumentError(f"intensity must be in [0, 2^31), got {intensity}")
     return intensity
 
 

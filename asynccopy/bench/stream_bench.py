@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import device, stream
-from ..errors import AsyncCopyError
+from ..errors import ArgumentError, AsyncCopyError
 from .harness import Scratch, copy_bandwidth, make_rotation, median, time_ms
 
 DEFAULT_STAGES = (1, 2, 3, 4, 6, 8)
@@ -85,7 +85,14 @@ def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, s
             continue
         mech = stream.MECHANISMS[name]
         for s in ([mech.fixed_stages] if mech.fixed_stages else stages):
-            cfg = stream.StreamConfig.make(name, s, tile=tile, threads=threads, tiles_per_block=tiles_per_block, **opts)
+            try:
+                cfg = stream.StreamConfig.make(name, s, tile=tile, threads=threads, tiles_per_block=tiles_per_block,
+                                               **opts)
+            except ArgumentError:
+                if mechanisms and name in mechanisms:
+                    raise  # asked for by name: say why it cannot run
+                continue  # e.g. producer warps do not fit beside 1024 threads, or the tile does not split
+
             if arch is not None and not cfg.compiles_for(arch):
                 continue
             if smem_limit is not None:

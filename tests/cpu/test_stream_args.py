@@ -61,7 +61,7 @@ def test_seed_example_a100_double_buffer_does_not_fit():
         cfg.check_fits(per_block, "sm_80")
 
 
-@pytest.mark.parametrize("value, message", [(-1, r"intensity must be >= 0, got -1"), ("2", r"intensity must be an integer")])
+@pytest.mark.parametrize("value, message", [(-1, r"intensity must be in \[0, 2\^31\), got -1"), ("2", r"intensity must be an integer")])
 def test_bad_intensity(value, message):
     with pytest.raises(ArgumentError, match=message):
         stream.check_intensity(value)
@@ -127,3 +127,21 @@ def test_matches_reference_is_exact_at_zero_and_catches_unwritten_outputs():
     assert stream.matches_reference(y, x, 2, 4096)
     y[4999] = np.nan
     assert not stream.matches_reference(y, x, 2, 4096)
+
+
+def test_bench_sweep_skips_shapes_a_family_cannot_take():
+    from asynccopy.bench import stream_bench
+
+    # 1024 threads leave no room for producer warps; a 128-float tile does not split over 64 producer threads
+    for kwargs in ({"threads": 1024, "tile": 4096}, {"threads": 32, "tile": 128}):
+        names = {c.mechanism for c in stream_bench.configs(stages=(2,), **kwargs)}
+        assert "ldgsts" in names and "ws_pipeline" not in names
+    with pytest.raises(ArgumentError, match=r"'ws_tma' adds 1 producer warp\(s\)"):
+        stream_bench.configs(("ws_tma",), stages=(2,), threads=1024, tile=4096)
+
+
+def test_intensity_range():
+    from asynccopy import stream
+
+    with pytest.raises(ArgumentError, match=r"intensity must be in \[0, 2\^31\), got 2147483648"):
+        stream.check_intensity(1 << 31)
