@@ -68,13 +68,13 @@ def cmd_mechanisms(args) -> int:
 def cmd_bench(args) -> int:
     from .bench import report, stream_bench
 
+    if args.plan and args.tiles_per_block:
+        raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
     facts = device.current()  # fails here, in one line, without a GPU
     if args.suite == "stas":
         return _bench_stas(args)
     if args.chunks:
         return _bench_chunks(args)
-    if args.plan and args.tiles_per_block:
-        raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
     if args.quick:
         stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
     else:

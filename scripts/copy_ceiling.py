@@ -116,12 +116,8 @@ __global__ void tma_g2s2g(const float* __restrict__ in, float* __restrict__ out,
 
 facts = device.current()
 mib = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-from cuda.core import Device  # noqa: E402
-
-s = Device(facts.device_id).create_stream()
-scratch = harness.Scratch(s, facts)
 n = (mib << 20) // 4
-rot = harness.make_rotation(scratch, n, seed=11)
+s, scratch, rot = harness.rotating(facts, n, seed=11)
 variants = [("plain_copy", 0, 256, 0, 16), ("plain_copy4", -1, 256, 0, 0)]
 for contig in ("false",):
     variants += [(f"tma_copy<512, 16384, 3, {contig}>", 16384, 512 + 32, 3 * 16384 * 4, 1),

@@ -14,12 +14,8 @@ from asynccopy.bench import harness
 
 facts = device.current()
 mib = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
-from cuda.core import Device  # noqa: E402
-
-s = Device(facts.device_id).create_stream()
-scratch = harness.Scratch(s, facts)
 n = (mib << 20) // 4
-rot = harness.make_rotation(scratch, n, seed=3)
+s, scratch, rot = harness.rotating(facts, n, seed=3)
 print(f"copy {harness.copy_bandwidth(rot, s)[1]:.0f} GB/s", flush=True)
 
 

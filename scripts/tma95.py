@@ -33,13 +33,8 @@ variants = [
     ("ldgsts", 8192, 512, 4, 1, {}),
 ]
 
-from cuda.core import Device  # noqa: E402
-
-dev = Device(facts.device_id)
-s = dev.create_stream()
-scratch = harness.Scratch(s, facts)
 n = (mib << 20) // 4
-rot = harness.make_rotation(scratch, n, seed=7)
+s, scratch, rot = harness.rotating(facts, n, seed=7)
 kernels = []
 for mech, tile, threads, stages, bps, defs in variants:
     cfg = stream.StreamConfig.make(mech, stages, threads=threads, tile=tile)

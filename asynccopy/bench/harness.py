@@ -95,6 +95,15 @@ def make_rotation(scratch: Scratch, n: int, *, seed: int) -> Rotation:
     return Rotation(n, inputs, outputs)
 
 
+def rotating(facts: device.DeviceFacts, n: int, *, seed: int) -> tuple[object, Scratch, Rotation]:
+    """A new stream on the device, its Scratch, and rotating (in, out) buffers of n floats (random in, NaN out)."""
+    from cuda.core import Device
+
+    s = Device(facts.device_id).create_stream()
+    scratch = Scratch(s, facts)
+    return s, scratch, make_rotation(scratch, n, seed=seed)
+
+
 def copy_bandwidth(rot: Rotation, stream, *, warmup: int = 3, reps: int = 20) -> tuple[float, float]:
     """(median ms, GB/s counting bytes read + written) of a device-to-device copy of n floats."""
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import device, stream
 from ..errors import ArgumentError, AsyncCopyError
-from .harness import Scratch, copy_bandwidth, make_rotation, median, time_ms
+from .harness import Scratch, copy_bandwidth, median, rotating, time_ms
 
 DEFAULT_STAGES = (1, 2, 3, 4, 6, 8)
 DEFAULT_INTENSITIES = (0, 1, 2, 4, 8, 12, 16, 24)
@@ -132,14 +132,10 @@ def check(cfg: stream.StreamConfig, scratch: Scratch, intensities, *, seed: int)
 
 def _setup(facts, size_bytes: int, seed, progress, warmup: int, reps: int):
     """A stream, random rotating inputs past L2, and the same run's device-to-device copy bandwidth."""
-    from cuda.core import Device
-
     progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     seed = int(time.time_ns() % (1 << 31)) if seed is None else seed
-    s = Device(facts.device_id).create_stream()
-    scratch = Scratch(s, facts)
     n = size_bytes // 4
-    rot = make_rotation(scratch, n, seed=seed)
+    s, scratch, rot = rotating(facts, n, seed=seed)
     progress(f"device {facts.name}: {n * 4 / 2**30:.2f} GiB in + out per run, {rot.sets} rotating set(s)")
     copy_ms, copy_gbps = copy_bandwidth(rot, s, warmup=warmup, reps=reps)
     progress(f"device-to-device copy: {copy_ms:.3f} ms, {copy_gbps:.0f} GB/s (read + write)")

@@ -80,3 +80,8 @@ def test_simulate_command_draws_a_timeline(capsys, tmp_path):
                      "--png", str(png)]) == 0
     out = capsys.readouterr().out
     assert "load[2] |" in out and "compute |" in out and png.exists()
+
+
+def test_bench_plan_refuses_contiguous_runs(capsys):
+    assert cli.main(["bench", "--plan", "--tiles-per-block", "2"]) == 2
+    assert "--plan models the persistent grid: leave --tiles-per-block at 0" in capsys.readouterr().err

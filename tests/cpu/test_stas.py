@@ -80,3 +80,9 @@ def test_cluster_sizes():
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ArgumentError, match="a cluster size is a positive number of blocks"):
             cluster.check_size(bad)
+
+
+@pytest.mark.parametrize("rounds", [0, 1 << 31, 2.0])
+def test_ring_rounds_are_checked_before_any_device_use(rounds):
+    with pytest.raises(ArgumentError, match=r"rounds must be an integer in \[1, 2\^31\), got"):
+        stas.prepare(2, 256, rounds)

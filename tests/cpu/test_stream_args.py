@@ -61,7 +61,8 @@ def test_seed_example_a100_double_buffer_does_not_fit():
         cfg.check_fits(per_block, "sm_80")
 
 
-@pytest.mark.parametrize("value, message", [(-1, r"intensity must be in \[0, 2\^31\), got -1"), ("2", r"intensity must be an integer")])
+@pytest.mark.parametrize("value, message", [(-1, r"intensity must be in \[0, 2\^31\), got -1"),
+                                            ("2", r"intensity must be an integer")])
 def test_bad_intensity(value, message):
     with pytest.raises(ArgumentError, match=message):
         stream.check_intensity(value)
@@ -145,3 +146,11 @@ def test_intensity_range():
 
     with pytest.raises(ArgumentError, match=r"intensity must be in \[0, 2\^31\), got 2147483648"):
         stream.check_intensity(1 << 31)
+
+
+def test_traces_need_the_persistent_grid():
+    from dataclasses import replace
+
+    cfg = replace(stream.StreamConfig.make("ldgsts", 2, tiles_per_block=2), trace=True)
+    with pytest.raises(ArgumentError, match=r"traces record a persistent grid's blocks: use tiles_per_block=0"):
+        stream.launch(cfg, 0, 0, 4096, 0, stream=None, facts=None, trace_ptr=1)  # refused before any device use
