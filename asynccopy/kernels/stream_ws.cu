@@ -46,7 +46,7 @@ using u64 = unsigned long long;
 // The mbarrier-based producer / consumer loop of ws_ldgsts and ws_tma. produce(k, s, full) issues
 // tile k into stage s and makes it complete full[s]; consume(k, s, tid) computes it.
 template <int PRODUCERS, int THREADS, int TILE, int STAGES, unsigned FULL_ARRIVALS, class Produce, class Consume>
-__device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume, const char* kernel)
+__device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume, const char* kernel AC_TRACE_PARAM)
 {
     constexpr int PT = 32 * PRODUCERS;
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PT>(n, produce, consume, "stream_ws_ldgsts");
+    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PT>(n, produce, consume, "stream_ws_ldgsts" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == PT);
 }
 
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PRODUCERS>(n, produce, consume, "stream_ws_tma");
+    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PRODUCERS>(n, produce, consume, "stream_ws_tma" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == PT);
 }
 #endif

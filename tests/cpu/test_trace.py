@@ -57,7 +57,7 @@ def test_as_simulation_starts_at_zero():
     assert sim.events[0].issued == 0 and sim.total_ns == 50
 
 
-@pytest.mark.parametrize("mechanism", ["sync", "ldgsts", "pipeline", "tma_1d_pipeline", "tma_2d"])
+@pytest.mark.parametrize("mechanism", sorted(stream.MECHANISMS))  # every one can be traced (ws_* could not)
 def test_trace_switch_adds_clock_reads_only_when_on(mechanism):
     cfg = stream.StreamConfig.make(mechanism)
     off = cfg.compile("sm_90a").sass()

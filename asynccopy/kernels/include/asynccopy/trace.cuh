@@ -45,11 +45,13 @@ __device__ __forceinline__ void mark(unsigned long long* buf, int at, bool who)
 
 #if defined(ASYNCCOPY_TRACE) && ASYNCCOPY_TRACE
 #define AC_TRACE_PARAM , unsigned long long* __restrict__ ac_trace
+#define AC_TRACE_ARG , ac_trace  // hands the trace buffer on to a device function declared with AC_TRACE_PARAM
 #define AC_TRACE_BY(who, tile, event) asynccopy::trace::record(ac_trace, (tile), asynccopy::trace::event, (who))
 #define AC_TRACE_BEGIN(who) asynccopy::trace::mark(ac_trace, 0, (who))
 #define AC_TRACE_END(who) asynccopy::trace::mark(ac_trace, 2, (who))
 #else
 #define AC_TRACE_PARAM
+#define AC_TRACE_ARG
 #define AC_TRACE_BY(who, tile, event) ((void)0)
 #define AC_TRACE_BEGIN(who) ((void)0)
 #define AC_TRACE_END(who) ((void)0)
