@@ -94,11 +94,12 @@ def cmd_bench(args) -> int:
     print()
     for line in stream_bench.summary(result):
         print(line)
+    payload = result.as_dict()
     if args.plan:
-        _model_check(result, intensities)
+        payload["model"] = _model_check(result, intensities)
     for path in (args.json, args.csv):
         if path:
-            report.write(path, result.as_dict())
+            report.write(path, payload)
             print(f"wrote {path}")
     return 0
 
@@ -197,20 +198,29 @@ def cmd_swizzle(args) -> int:
     return 0
 
 
-def _model_check(result, intensities) -> None:
+def _model_check(result, intensities) -> dict:
     from .bench import model_check, report
 
     compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads)
-    dev, rows = model_check.check(result, compute)
-    print(f"\nmodel check: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
+    print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
+          f"{max(intensities)} ...", flush=True)
+    overheads = model_check.measured_overheads(result, max(intensities))
+    dev, rows = model_check.check(result, compute, overheads)
+    print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
           f"({dev.latency_source}), compute per tile (traced sync): "
           + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
+    print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile, between computes")
+    for label, ov in overheads.items():
+        print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_ns:5.0f}"
+              f"  between {ov.barrier_ns:5.0f}" + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else ""))
     print(report.table(rows, [("label", "mechanism", ""), ("intensity", "intensity", "d"),
                               ("recommended", "planned", "d"), ("best_stages", "best", "d"),
                               ("ratio", "planned/best", ".3f"), ("worst_error", "sim error", ".0%")]))
     ok = [r for r in rows if r.ratio is not None and r.ratio <= 1.05]
     print(f"planned stage count within 5% of the best: {len(ok)} of {len(rows)}; simulator within 25% of every "
           f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
+    return {"latency_ns": dev.latency_ns, "compute_ns": compute,
+            "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows}
 
 
 def _bench_stas(args) -> int:

@@ -70,6 +70,7 @@ class Plan:
     reasons: list[str] = field(default_factory=list)
     impossible: str | None = None
     compute_ns: float | None = None
+    busy_ns: float | None = None  # a tile's time on the busiest warps with its data there: compute + own costs
 
     def row(self, stages: int) -> StageRow:
         return next(r for r in self.rows if r.stages == stages)
@@ -115,12 +116,15 @@ def _blocks_per_sm(device: devices.KnownDevice, smem: int, threads: int, regs: i
 
 def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
-         static_smem: int = 0, tiles: int = 64) -> Plan:
+         static_smem: int = 0, tiles: int = 64, issue_ns: float = 0.0, barrier_ns: float = 0.0,
+         producer: bool = False, handoff_ns: float = 0.0) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
     ``device``: a table name ("H200", "A100-40GB", ...), a KnownDevice, live DeviceFacts, or None for
     the local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
-    ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1)."""
+    ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``issue_ns``,
+    ``barrier_ns``, ``producer``, ``handoff_ns``: the kernel's own costs, for the simulator
+    (asynccopy.simulate)."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
     if not ops:
         raise ArgumentError("plan needs at least one operand tile")
@@ -137,13 +141,18 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
         flight = max(s - 1, 1) * stage * b if s > 1 else 0
         rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
                              flight / needed if needed else 0.0))
-    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns)
+    busy = None
+    if compute_ns is not None:
+        busy = max(compute_ns + barrier_ns, issue_ns) if producer else compute_ns + barrier_ns + issue_ns
+    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy)
     if compute_ns is not None:
         bw_sm = dev.bandwidth / dev.sm_count / 1e9
         for r in rows:
             if r.fits and r.blocks_per_sm:
                 sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
-                                        latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm)
+                                        latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
+                                        issue_ns=issue_ns, barrier_ns=barrier_ns, producer=producer,
+                                        handoff_ns=handoff_ns)
                 r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
     _recommend(result)
     return result
@@ -194,20 +203,13 @@ def _recommend(p: Plan) -> None:
             enough = one
             why.append("load << compute: a second buffer would save under 5% (seed 000 §7.2)")
         covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
-        if best.ns_per_tile > 1.05 * p.compute_ns and enough.coverage < 1.0 and covered:
+        if best.ns_per_tile > 1.05 * p.busy_ns and enough.coverage < 1.0 and covered:
             # Memory-bound: the model's bandwidth is a hard ceiling, a real memory system approaches it
             # gradually with the bytes in flight. Keep at least Little's law's worth in flight.
-            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > compute {p.compute_ns:.0f} ns): "
+            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > busy {p.busy_ns:.0f} ns): "
                        f"{covered[0].stages} stages keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that "
                        f"Little's law asks for; {enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
             enough = covered[0]
-        elif enough.stages == 2:
-            spare = next((r for r in fitting if r.stages == 3 and r.blocks_per_sm == enough.blocks_per_sm), None)
-            if spare is not None:
-                why.append("one stage of slack: the model's latency is a constant, a loaded memory system's is not "
-                           "(traced issue-to-ready under load: 3.5x the idle latency), and a second tile in flight "
-                           "absorbs a late one")
-                enough = spare
         p.recommended = enough.stages
         why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the best "
                    f"({best.stages} stages, {best.ns_per_tile:.0f} ns)")

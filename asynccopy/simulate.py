@@ -8,7 +8,14 @@ Model (the tile-stream kernels' schedule):
   * copies and the stores of results share the SM's share of memory bandwidth, first come first
     served: a copy issued at t finishes at max(t + latency, the end of its turn on the bandwidth);
   * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
-    barrier cost) and takes ``compute_ns``.
+    barrier cost) and takes ``compute_ns``;
+  * issuing a tile's copy takes ``issue_ns`` of the issuing threads' time (LDGSTS: one instruction per
+    16, 8 or 4 bytes per thread; TMA: one per tile). Without a producer warp the computing threads
+    issue, between their wait and their compute, so the copy leaves when they are done issuing and
+    the compute starts after it. With a producer warp (``producer=True``: ws_*, tma_1d_pipeline,
+    tma_2d) the producer issues the copy of tile k + stages once the compute of tile k has released
+    its buffer and the release has reached it (``handoff_ns``), one copy after another, beside the
+    compute.
 Times are in nanoseconds.
 """
 
@@ -69,14 +76,17 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
 
 def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, latency_ns: float,
              bandwidth_per_sm: float, blocks: int = 1, out_bytes: float | None = None,
-             barrier_ns: float = 0.0) -> Simulation:
+             barrier_ns: float = 0.0, issue_ns: float = 0.0, producer: bool = False,
+             handoff_ns: float = 0.0) -> Simulation:
     """Run the model. ``bandwidth_per_sm`` in bytes per ns (GB/s); ``out_bytes`` per tile default =
-    ``tile_bytes`` (results written back)."""
+    ``tile_bytes`` (results written back); ``issue_ns``, ``producer``, ``handoff_ns``: see the module
+    docstring."""
     for name, value in (("stages", stages), ("tiles", tiles), ("blocks", blocks)):
         if int(value) != value or value < 1:
             raise ArgumentError(f"{name} must be an integer >= 1, got {value}")
-    if bandwidth_per_sm <= 0 or latency_ns < 0 or compute_ns < 0 or tile_bytes <= 0:
-        raise ArgumentError("bandwidth must be > 0; latency, compute time >= 0; tile_bytes > 0")
+    if bandwidth_per_sm <= 0 or min(latency_ns, compute_ns, issue_ns, handoff_ns, barrier_ns) < 0 or tile_bytes <= 0:
+        raise ArgumentError("bandwidth must be > 0; latency, compute, issue, handoff and barrier times >= 0; "
+                            "tile_bytes > 0")
     out_bytes = tile_bytes if out_bytes is None else out_bytes
     events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
     last_end = [0.0] * blocks  # end of each block's latest compute
@@ -89,9 +99,13 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
         heapq.heappush(queue, (t, order, block, tile, nbytes))
         order += 1
 
+    # Tiles issued before the first compute: stages - 1 of them (one with a single stage); a producer
+    # warp fills every buffer, one copy after another.
+    first = min(stages if producer else max(stages - 1, 1), tiles)
+    producer_free = [first * issue_ns] * blocks
     for b in range(blocks):
-        for k in range(min(max(stages - 1, 1), tiles)):
-            push(0.0, b, k, tile_bytes)
+        for k in range(first):
+            push((k + 1) * issue_ns, b, k, tile_bytes)
     while queue:
         t, _, b, k, nbytes = heapq.heappop(queue)
         start = max(t, server_free)
@@ -101,12 +115,23 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
             continue
         e = events[b][k]
         e.issued, e.ready = t, max(t + latency_ns, server_free)
-        e.compute_start = max(e.ready, last_end[b]) + barrier_ns
-        e.compute_end = last_end[b] = e.compute_start + compute_ns
-        push(e.compute_end, b, -1, out_bytes)
-        nxt = k + max(stages - 1, 1)
-        if nxt < tiles:
-            push(e.compute_start if stages > 1 else e.compute_end, b, nxt, tile_bytes)
+        begin = max(e.ready, last_end[b]) + barrier_ns
+        if producer:
+            nxt = k + stages  # the tile that uses this buffer next, issued by the producer once it is free
+            e.compute_start = begin
+            e.compute_end = last_end[b] = begin + compute_ns
+            push(e.compute_end, b, -1, out_bytes)
+            if nxt < tiles:
+                producer_free[b] = max(e.compute_end + handoff_ns, producer_free[b]) + issue_ns
+                push(producer_free[b], b, nxt, tile_bytes)
+        else:
+            nxt = k + max(stages - 1, 1)
+            issues = stages > 1 and nxt < tiles  # the next copy is issued before this compute
+            e.compute_start = begin + (issue_ns if issues else 0.0)
+            e.compute_end = last_end[b] = e.compute_start + compute_ns
+            push(e.compute_end, b, -1, out_bytes)
+            if nxt < tiles:
+                push(e.compute_start if stages > 1 else e.compute_end + issue_ns, b, nxt, tile_bytes)
     flat = [e for evs in events for e in evs]
     return Simulation(stages, blocks, tiles, flat, max(max(e.compute_end for e in flat), stores_done))
 

@@ -1,17 +1,21 @@
 """`asynccopy bench --plan`: the planner's stage count and the simulator's times against the sweep.
 
 The model is calibrated in the same run, never from the table alone: bandwidth = the measured
-device-to-device copy rate; compute time per tile at each intensity = the median measured in a traced
-`sync` run; latency = what makes the model reproduce `sync` at intensity 0 (one stage: latency +
-transfer + compute per tile).
+device-to-device copy rate; latency = what makes the model reproduce `sync` at intensity 0 (one
+stage: latency + transfer + compute per tile, the compute from a traced `sync` run). Each mechanism
+variant's own costs come from two traced runs of it with 4 stages (intensity 0 and the highest):
+its compute per tile (linear in the intensity), the time its threads take to issue a tile's copy,
+and the fixed cost between two computes when the data is already there (`Overheads`). The traces
+are not the sweep: the sweep is what the model is checked against.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from .. import devices, planner, simulate, stream
+from ..errors import ArgumentError
 from .stream_bench import StreamBench
 
 
@@ -38,6 +42,95 @@ def measured_compute_ns(intensities, *, tile: int = 4096, threads: int = 256) ->
     return out
 
 
+OVERHEAD_STAGES = 4  # the traced runs that measure a variant's Overheads
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """One mechanism variant's own costs, from its traces (see the module docstring). Times in ns."""
+
+    compute_lo: float  # compute per tile at intensity 0
+    compute_hi: float  # ... at intensity_hi
+    intensity_hi: int
+    issue_ns: float  # issuing one tile's copy (the computing threads', or the producer warp's, time)
+    barrier_ns: float  # between two computes, data already there: waits, arrivals, __syncthreads
+    producer: bool  # a producer warp issues the copies (simulate's producer=True)
+    handoff_ns: float = 0.0  # producer: from a compute's end to the producer's issue into the freed buffer
+
+    def costs(self) -> dict:
+        """The simulator's (and planner's) keyword arguments for these costs."""
+        return {"issue_ns": self.issue_ns, "barrier_ns": self.barrier_ns, "producer": self.producer,
+                "handoff_ns": self.handoff_ns}
+
+    def compute_ns(self, intensity: int) -> float:
+        """The compute per tile at ``intensity``: linear between the two measured ones."""
+        if self.intensity_hi <= 0:
+            return self.compute_lo
+        return self.compute_lo + (self.compute_hi - self.compute_lo) * intensity / self.intensity_hi
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _by_tile(block) -> list:
+    return sorted(block.tiles, key=lambda t: t.tile)
+
+
+def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: int, producer: bool) -> Overheads:
+    """Overheads from the decoded traces (trace.BlockTrace lists) of one variant run with ``stages``
+    stages at intensity 0 (lo) and ``intensity_hi`` (hi, compute-bound: the data is there when wanted).
+
+    issue: without a producer warp, a block's threads record `issued` just before issuing tile
+    k + stages - 1 and `compute_start` of tile k just after, so the difference is the issue time; a
+    producer warp fills the pipeline without waiting, so the spacing of its first `issued` records is.
+    barrier: the median gap between one compute's end and the next one's start, less the issue time
+    when the computing threads issue. handoff (producer): the median time from the end of tile k's
+    compute to the producer's `issued` of tile k + stages, the next tile for that buffer."""
+    def median(values, what):
+        values = [v for v in values if v is not None]
+        if not values:
+            raise ArgumentError(f"the traces hold no {what}: trace more tiles per block (at least {stages + 2})")
+        return statistics.median(values)
+
+    compute_lo = median([t.compute_end - t.compute_start for b in lo_blocks for t in b.tiles], "computed tile")
+    compute_hi = median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile")
+    gaps, issues, handoffs = [], [], []
+    for b in hi_blocks:
+        ts = _by_tile(b)
+        at = {t.tile: t for t in ts}
+        gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
+        if producer:
+            issues += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
+            handoffs += [at[k + stages].issued - at[k].compute_end for k in at if k >= 1 and k + stages in at]
+        else:
+            issues += [at[k].compute_start - at[k + stages - 1].issued
+                       for k in at if k >= 1 and k + stages - 1 in at]
+    issue = max(0.0, median(issues, "issue records"))
+    gap = max(0.0, median(gaps, "steady-state tiles"))
+    handoff = max(0.0, median(handoffs, "producer refills")) if producer else 0.0
+    return Overheads(compute_lo, compute_hi, intensity_hi, issue, gap if producer else max(0.0, gap - issue), producer,
+                     handoff)
+
+
+def measured_overheads(result: StreamBench, intensity_hi: int) -> dict[str, Overheads]:
+    """Overheads of every multi-stage variant in ``result``, from traced runs (GPU)."""
+    from .. import trace
+
+    out = {}
+    for r in result.rows:
+        mech = stream.MECHANISMS[r.mechanism]
+        if mech.fixed_stages is not None or r.label in out:
+            continue
+        opts = {k: v for k, v in (("vec", r.vec), ("cache", r.cache)) if v is not None}
+        if mech.producers_option:
+            opts["producers"] = r.producers
+        runs = [trace.run(r.mechanism, OVERHEAD_STAGES, intensity=k, tile=result.tile, threads=result.threads,
+                          tiles_per_block=32, **opts)[1] for k in (0, intensity_hi)]
+        out[r.label] = overheads_from_traces(*runs, stages=OVERHEAD_STAGES, intensity_hi=intensity_hi,
+                                             producer=mech.producer_warps > 0)
+    return out
+
+
 def calibrated_device(result: StreamBench, compute_ns: dict[int, float]) -> devices.KnownDevice:
     """The table's entry for the device, with the run's bandwidth and a latency fitted to `sync` at 0."""
     from ..device import DeviceFacts
@@ -60,17 +153,23 @@ def _tiles_per_block(result: StreamBench, sm_count: int) -> float:
     return n_tiles / min(n_tiles, sm_count * result.blocks_per_sm)
 
 
-def predicted_ms(dev: devices.KnownDevice, stages: int, compute: float, result: StreamBench) -> float:
+def predicted_ms(dev: devices.KnownDevice, stages: int, compute: float, result: StreamBench,
+                 ov: Overheads | None = None) -> float:
     tiles = _tiles_per_block(result, dev.sm_count)
+    extra = {} if ov is None else ov.costs()
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=dev.latency_ns, bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9,
-                            blocks=result.blocks_per_sm)
+                            blocks=result.blocks_per_sm, **extra)
     return sim.total_ns / 1e6
 
 
-def check(result: StreamBench, compute_ns: dict[int, float]) -> tuple[devices.KnownDevice, list[ModelRow]]:
-    """For every multi-stage mechanism variant and intensity: planner vs best measured, simulator vs measured."""
+def check(result: StreamBench, compute_ns: dict[int, float],
+          overheads: dict[str, Overheads] | None = None) -> tuple[devices.KnownDevice, list[ModelRow]]:
+    """For every multi-stage mechanism variant and intensity: planner vs best measured, simulator vs
+    measured. A variant with ``overheads`` is modelled with its own compute, issue and barrier costs;
+    one without, with the traced `sync` compute and no issue cost."""
     dev = calibrated_device(result, compute_ns)
+    overheads = overheads or {}
     groups: dict[tuple[str, int], dict[int, float]] = {}
     producers: dict[str, int] = {}
     for r in result.rows:
@@ -80,13 +179,16 @@ def check(result: StreamBench, compute_ns: dict[int, float]) -> tuple[devices.Kn
     rows = []
     for (label, k), by_stages in sorted(groups.items()):
         extra_threads = 32 * producers[label]
+        ov = overheads.get(label)
+        compute = ov.compute_ns(k) if ov else compute_ns[k]
         tiles = max(8, round(_tiles_per_block(result, dev.sm_count)))
+        costs = {} if ov is None else ov.costs()
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
-                         device=dev, compute_ns=compute_ns[k], blocks_per_sm=result.blocks_per_sm,
-                         max_stages=max(by_stages), static_smem=1024, tiles=tiles)
+                         device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
+                         max_stages=max(by_stages), static_smem=1024, tiles=tiles, **costs)
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        errors = [abs(predicted_ms(dev, s, compute_ns[k], result) - ms) / ms for s, ms in by_stages.items()]
+        errors = [abs(predicted_ms(dev, s, compute, result, ov) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows

@@ -145,6 +145,7 @@ __global__ void __launch_bounds__(THREADS)
             AC_TRACE(k, COMPUTE_END);
         }
     } else {
+        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
         for (int s = 0; s < STAGES - 1; ++s) {
             AC_TRACE(s, ISSUED);
             issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + s * TILE, in, s, my_tiles, n);
@@ -202,6 +203,7 @@ __global__ void __launch_bounds__(THREADS)
     u64 fetch = 0;
     AC_TRACE_BEGIN(threadIdx.x == 0);
     for (u64 k = 0; k < my_tiles; ++k) {
+        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
         for (; fetch < my_tiles && fetch < k + STAGES; ++fetch) {
             pipe.producer_acquire();  // waits until the stage's previous tile was released
             AC_TRACE(fetch, ISSUED);
@@ -233,8 +235,7 @@ __global__ void __launch_bounds__(THREADS)
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     __shared__ barrier_t bars[STAGES];        // bars[s] completes when tile in stage s has landed
     auto cta = cg::this_thread_block();
-    if (threadIdx.x == 0)
-        for (int s = 0; s < STAGES; ++s) init(&bars[s], THREADS);
+    if (threadIdx.x < STAGES) init(&bars[threadIdx.x], THREADS);  // thread s sets up stage s
     __syncthreads();
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
@@ -252,6 +253,7 @@ __global__ void __launch_bounds__(THREADS)
             AC_TRACE(k, COMPUTE_END);
         }
     } else {
+        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
         for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
             AC_TRACE(s, ISSUED);
             collective_copy<THREADS, TILE, ALIGN>(cta, smem + s * TILE, in, ac::tile_of_block(s), n, bars[s]);
@@ -315,6 +317,7 @@ __global__ void __launch_bounds__(THREADS)
             AC_TRACE(k, COMPUTE_END);
         }
     } else {
+        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
         for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
             AC_TRACE(s, ISSUED);
             issue_tile_cg<THREADS, TILE>(cta, smem + s * TILE, in, ac::tile_of_block(s), n);
@@ -393,6 +396,7 @@ __global__ void __launch_bounds__(THREADS)
             AC_TRACE(k, COMPUTE_END);
         }
     } else {
+        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
         for (int s = 0; s < STAGES - 1; ++s) {
             AC_TRACE(s, ISSUED);
             issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, s, my_tiles, n);

@@ -75,11 +75,9 @@ template <int THREADS, int TILE, int STAGES, class Produce, class Consume>
 __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume, const char* kernel)
 {
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            ac::mbarrier_init(&full[s], 1);
-            ac::mbarrier_init(&empty[s], THREADS);
-        }
+    if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
+        ac::mbarrier_init(&full[threadIdx.x], 1);
+        ac::mbarrier_init(&empty[threadIdx.x], THREADS);
         ac::fence_barrier_init();
     }
     __syncthreads();

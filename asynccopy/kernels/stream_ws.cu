@@ -50,11 +50,9 @@ __device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume,
 {
     constexpr int PT = 32 * PRODUCERS;
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            ac::mbarrier_init(&full[s], FULL_ARRIVALS + ASYNCCOPY_FAULT_FULL_ARRIVALS);
-            ac::mbarrier_init(&empty[s], THREADS);
-        }
+    if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
+        ac::mbarrier_init(&full[threadIdx.x], FULL_ARRIVALS + ASYNCCOPY_FAULT_FULL_ARRIVALS);
+        ac::mbarrier_init(&empty[threadIdx.x], THREADS);
         ac::fence_barrier_init();
     }
     __syncthreads();

@@ -89,3 +89,42 @@ def test_model_check_on_synthetic_rows():
     assert [(r.label, r.intensity) for r in checked] == [("ldgsts", 0), ("ldgsts", 8)]
     for r in checked:
         assert r.best_stages in (4, 2, 3, 8) and r.worst_error >= 0
+
+
+def _trace(tiles):
+    from asynccopy import trace
+    from asynccopy.simulate import TileEvents
+
+    return [trace.BlockTrace(0, [TileEvents(0, k, *t) for k, t in enumerate(tiles)], {}, 1.0)]
+
+
+def test_overheads_of_threads_that_issue_their_own_copies():
+    from asynccopy.bench import model_check
+
+    # 2 stages: tile k + 1 is issued 10 ns before tile k's compute starts; computes are 15 ns apart
+    starts = [1000 + 115 * k for k in range(6)]
+    hi = _trace([(starts[k - 1] - 10 if k else 0, s - 1, s, s + 100) for k, s in enumerate(starts)])
+    lo = _trace([(0, 0, 10 * k, 10 * k + 40) for k in range(4)])
+    ov = model_check.overheads_from_traces(lo, hi, stages=2, intensity_hi=24, producer=False)
+    assert (ov.compute_lo, ov.compute_hi, ov.issue_ns, ov.barrier_ns) == (40, 100, 10, 5)
+    assert ov.compute_ns(12) == 70 and not ov.producer
+
+
+def test_overheads_of_a_producer_warp():
+    from asynccopy.bench import model_check
+
+    # 3 stages: the producer fills them 30 ns apart; then computes 20 ns apart
+    starts = [500 + 120 * k for k in range(8)]
+    hi = _trace([(30 * k if k < 3 else s - 200, s - 1, s, s + 100) for k, s in enumerate(starts)])
+    ov = model_check.overheads_from_traces(hi, hi, stages=3, intensity_hi=8, producer=True)
+    assert (ov.issue_ns, ov.barrier_ns, ov.producer) == (30, 20, True)
+    assert ov.handoff_ns == 120 * 3 - 200 - 100  # tile k + 3 issued 200 ns before its compute, 3 computes on
+
+
+def test_overheads_need_enough_traced_tiles():
+    from asynccopy.bench import model_check
+    from asynccopy.errors import ArgumentError
+
+    few = _trace([(0, 1, 2, 3), (1, 4, 5, 6)])
+    with pytest.raises(ArgumentError, match="trace more tiles per block"):
+        model_check.overheads_from_traces(few, few, stages=4, intensity_hi=8, producer=False)

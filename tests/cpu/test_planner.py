@@ -140,6 +140,37 @@ def test_blocks_share_the_bandwidth():
     assert two.total_ns == pytest.approx(2 * one.total_ns, rel=0.05)
 
 
+def test_issuing_threads_pay_the_issue_before_their_compute():
+    s = simulate.simulate(2, 3, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
+                          issue_ns=10)
+    # tile 0 leaves at 10, lands at 60; each compute but the last issues the next copy first (10 ns)
+    got = [v for e in s.events for v in (e.issued, e.ready, e.compute_start, e.compute_end)]
+    assert got == pytest.approx([10, 60, 70, 170, 70, 120, 180, 280, 180, 230, 280, 380], abs=1e-6)
+
+
+def test_a_producer_warp_refills_a_buffer_after_its_release_and_the_handoff():
+    s = simulate.simulate(2, 4, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
+                          issue_ns=10, producer=True, handoff_ns=5)
+    # both buffers filled at once (10, 20); tile 2 waits for tile 0's release (160) + 5 + 10 of issue
+    got = [v for e in s.events for v in (e.issued, e.compute_start, e.compute_end)]
+    assert got == pytest.approx([10, 60, 160, 20, 160, 260, 175, 260, 360, 275, 360, 460], abs=1e-6)
+    assert s.total_ns == pytest.approx(460)
+
+
+def test_no_costs_leave_the_model_as_it_was():
+    plain = _sim(3, tiles=20)
+    assert _sim(3, tiles=20, issue_ns=0, barrier_ns=0).total_ns == plain.total_ns
+
+
+def test_planner_counts_the_kernels_own_costs():
+    # 400 ns of issuing per tile by the computing threads: busy 900 ns per tile, not 500
+    p = planner.plan(["t:4096:f32"], threads=256, device="H200", compute_ns=500, blocks_per_sm=1, max_stages=6,
+                     issue_ns=400)
+    assert p.busy_ns == 900
+    assert p.row(4).ns_per_tile > planner.plan(["t:4096:f32"], threads=256, device="H200", compute_ns=500,
+                                               blocks_per_sm=1, max_stages=6).row(4).ns_per_tile
+
+
 def test_timeline_text_has_a_row_per_buffer():
     text = simulate.timeline_text(_sim(3), width=40)
     lines = text.splitlines()

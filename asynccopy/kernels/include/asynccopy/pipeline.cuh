@@ -8,17 +8,36 @@
 
 namespace asynccopy {
 
+// Tile i's stage and phase. For 2..8 stages the quotient i / STAGES is one multiply-high by a
+// multiplier read from constant memory, so every stage count runs the same instructions (only an
+// immediate and a constant-bank offset differ). Folded at compile time, each stage count got its own
+// division sequence (a shift for 2, 4, 8; a multiply-high and fix-ups for 3, 5, 6; another for 7),
+// and with it its own register allocation and schedule of the whole loop: stage counts of one class
+// ran the compute 5-10% slower than the others at high intensity (NOTES 22). Exact for i < 2^29
+// (the multiplier's excess over 2^32 / STAGES is below 8 / 2^32); the tile counters stay far below.
+__constant__ unsigned stage_magic[9] = {0u, 0u, 0x80000000u, 0x55555556u, 0x40000000u,
+                                        0x33333334u, 0x2AAAAAABu, 0x24924925u, 0x20000000u};
+
+template <int STAGES>
+__device__ __forceinline__ unsigned long long stage_quotient(unsigned long long i)
+{
+    static_assert(STAGES >= 1, "a pipeline has at least one stage");
+    if constexpr (STAGES >= 2 && STAGES <= 8)
+        return __umulhi(static_cast<unsigned>(i), stage_magic[STAGES]);
+    else
+        return i / STAGES;
+}
+
 template <int STAGES>
 __device__ __forceinline__ int stage_of(unsigned long long i)
 {
-    static_assert(STAGES >= 1, "a pipeline has at least one stage");
-    return static_cast<int>(i % STAGES);
+    return static_cast<int>(i - stage_quotient<STAGES>(i) * STAGES);
 }
 
 template <int STAGES>
 __device__ __forceinline__ unsigned phase_of(unsigned long long i)
 {
-    return static_cast<unsigned>((i / STAGES) & 1ull);
+    return static_cast<unsigned>(stage_quotient<STAGES>(i) & 1ull);
 }
 
 // Which tiles a block takes. By default the grid is persistent: tile k of block b is b + k * gridDim.x.
