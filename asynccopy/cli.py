@@ -204,7 +204,7 @@ def _model_check(result, intensities) -> dict:
     compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads)
     print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
           f"{max(intensities)} ...", flush=True)
-    overheads = model_check.measured_overheads(result, max(intensities))
+    overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
     dev, rows = model_check.check(result, compute, overheads)
     print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
           f"({dev.latency_source}), compute per tile (traced sync): "
