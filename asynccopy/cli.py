@@ -136,7 +136,8 @@ def cmd_plan(args) -> int:
         if device:
             print("no local GPU: planning for the H200 (pass --device to choose)")
     p = planner.plan(args.operand, threads=args.threads, device=device, regs_per_thread=args.regs,
-                     compute_ns=args.compute_ns, blocks_per_sm=args.blocks_per_sm, max_stages=args.max_stages)
+                     compute_ns=args.compute_ns, blocks_per_sm=args.blocks_per_sm, max_stages=args.max_stages,
+                     **_costs(args))
     print(p.report())
     return 0
 
@@ -145,13 +146,30 @@ def _has_gpu() -> bool:
     return device.has_gpu()
 
 
+def _add_cost_flags(parser) -> None:
+    """The kernel's own costs, for the simulator (asynccopy.simulate; `bench --plan` measures them)."""
+    parser.add_argument("--issue-ns", type=float, default=0.0,
+                        help="time to issue one tile's copy (the computing threads', or the producer warp's)")
+    parser.add_argument("--barrier-ns", type=float, default=0.0, help="fixed cost between two computes")
+    parser.add_argument("--producer-warp", action="store_true",
+                        help="a producer warp issues the copies, beside the compute (ws_*, tma_1d_pipeline)")
+    parser.add_argument("--handoff-ns", type=float, default=0.0,
+                        help="with --producer-warp: from a buffer's release to the producer's refill")
+
+
+def _costs(args) -> dict:
+    return {"issue_ns": args.issue_ns, "barrier_ns": args.barrier_ns, "producer": args.producer_warp,
+            "handoff_ns": args.handoff_ns}
+
+
 def cmd_simulate(args) -> int:
     from . import devices, simulate
 
     dev = devices.lookup(args.device) if args.device else devices.from_facts(device.current())
     bw = (args.bandwidth_gbps or dev.bandwidth / 1e9) / dev.sm_count
     sim = simulate.simulate(args.stages, args.tiles, tile_bytes=args.tile_bytes, compute_ns=args.compute_ns,
-                            latency_ns=args.latency_ns or dev.latency_ns, bandwidth_per_sm=bw, blocks=args.blocks_per_sm)
+                            latency_ns=args.latency_ns or dev.latency_ns, bandwidth_per_sm=bw, blocks=args.blocks_per_sm,
+                            **_costs(args))
     print(f"{dev.name}: {bw:.1f} GB/s per SM, latency {args.latency_ns or dev.latency_ns:.0f} ns, "
           f"tile {args.tile_bytes} B in + out, compute {args.compute_ns:.0f} ns per tile")
     print(simulate.timeline_text(sim, tiles=min(args.tiles, 12)))
@@ -312,6 +330,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--compute-ns", type=float, default=None, help="compute time per tile (enables predictions)")
     pl.add_argument("--blocks-per-sm", type=int, default=None, help="cap on resident blocks per SM")
     pl.add_argument("--max-stages", type=int, default=8)
+    _add_cost_flags(pl)
     pl.set_defaults(fn=cmd_plan)
 
     sim = sub.add_parser("simulate", help="the pipeline model's timeline (text, or PNG with --png)")
@@ -323,6 +342,7 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--latency-ns", type=float, default=None)
     sim.add_argument("--bandwidth-gbps", type=float, default=None, help="device bandwidth (default: the table's)")
     sim.add_argument("--blocks-per-sm", type=int, default=1)
+    _add_cost_flags(sim)
     sim.add_argument("--png", default=None)
     sim.set_defaults(fn=cmd_simulate)
 

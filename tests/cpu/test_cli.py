@@ -1,6 +1,7 @@
 """The command line without a GPU: `info --arch` compiles everything; `bench` says it needs a GPU."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -85,3 +86,17 @@ def test_simulate_command_draws_a_timeline(capsys, tmp_path):
 def test_bench_plan_refuses_contiguous_runs(capsys):
     assert cli.main(["bench", "--plan", "--tiles-per-block", "2"]) == 2
     assert "--plan models the persistent grid: leave --tiles-per-block at 0" in capsys.readouterr().err
+
+
+def test_simulate_and_plan_take_the_kernels_own_costs(capsys):
+    base = ["simulate", "--stages", "2", "--compute-ns", "1000", "--device", "H200", "--tiles", "8"]
+    assert cli.main(base) == 0
+    plain = capsys.readouterr().out
+    assert cli.main(base + ["--issue-ns", "300"]) == 0
+    issuing = capsys.readouterr().out
+    per_tile = [float(re.search(r"per SM: (\d+) ns per tile", out).group(1)) for out in (plain, issuing)]
+    assert per_tile[1] > per_tile[0] + 250  # the computing threads pay 300 ns per tile to issue
+    assert cli.main(["plan", "--device", "H200", "--operand", "t:4096:f32", "--threads", "288", "--compute-ns", "1200",
+                     "--blocks-per-sm", "1", "--producer-warp", "--issue-ns", "50", "--handoff-ns", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "recommended: 3 stage(s)" in out and "2 stage(s) would take" in out
