@@ -96,7 +96,7 @@ def cmd_bench(args) -> int:
         print(line)
     payload = result.as_dict()
     if args.plan:
-        payload["model"] = _model_check(result, intensities)
+        payload["model"] = _model_check(result, intensities, args.png)
     for path in (args.json, args.csv):
         if path:
             report.write(path, payload)
@@ -216,7 +216,7 @@ def cmd_swizzle(args) -> int:
     return 0
 
 
-def _model_check(result, intensities) -> dict:
+def _model_check(result, intensities, png=None) -> dict:
     from .bench import model_check, report
 
     compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads)
@@ -237,6 +237,8 @@ def _model_check(result, intensities) -> dict:
     ok = [r for r in rows if r.ratio is not None and r.ratio <= 1.05]
     print(f"planned stage count within 5% of the best: {len(ok)} of {len(rows)}; simulator within 25% of every "
           f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
+    if png:
+        print(f"wrote {model_check.plot(result, compute, png, overheads)}")
     return {"latency_ns": dev.latency_ns, "compute_ns": compute,
             "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows}
 
@@ -381,7 +383,8 @@ def parser() -> argparse.ArgumentParser:
                        help="stas: bytes each block sends per round")
     bench.add_argument("--vec", type=int, default=16, help="stas: st.async width, 4, 8 or 16 bytes")
     bench.add_argument("--slots", type=int, default=2, help="stas: receive buffers per block, 1, 2 or 4")
-    bench.add_argument("--png", default=None, help="stas: plot throughput against message size")
+    bench.add_argument("--png", default=None, help="stas: throughput against message size; --plan: the model "
+                                                   "against the measured times, a panel per variant")
     bench.add_argument("--json", help="write every row (with samples) as JSON")
     bench.add_argument("--csv", help="write every row as CSV")
     bench.set_defaults(fn=cmd_bench)

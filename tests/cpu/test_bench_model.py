@@ -69,9 +69,7 @@ def test_configs_filter_and_fit():
     assert not any(s == 16 for _, s in labels)  # 16 x 16 KiB does not fit in 227 KiB
 
 
-def test_model_check_on_synthetic_rows():
-    from asynccopy.bench import model_check
-
+def _synthetic_bench():
     dev = {"name": "NVIDIA H200", "cc": [9, 0], "arch": "sm_90a", "sm_count": 132, "smem_per_block_optin": 227 * 1024,
            "smem_per_sm": 228 * 1024, "l2_bytes": 60 << 20, "regs_per_sm": 65536, "max_threads_per_sm": 2048,
            "max_blocks_per_sm": 32, "device_id": 0}
@@ -80,8 +78,13 @@ def test_model_check_on_synthetic_rows():
         rows.append(_row("ldgsts", s, 0, ms))
     for s, ms in ((2, 0.75), (3, 0.749), (4, 0.741), (8, 0.853)):
         rows.append(_row("ldgsts", s, 8, ms))
-    bench = StreamBench(dev, 1 << 28, 4096, 256, 1, 0.504, 4261.0, rows)
-    compute = {0: 150.0, 8: 1400.0}
+    return StreamBench(dev, 1 << 28, 4096, 256, 1, 0.504, 4261.0, rows), {0: 150.0, 8: 1400.0}
+
+
+def test_model_check_on_synthetic_rows():
+    from asynccopy.bench import model_check
+
+    bench, compute = _synthetic_bench()
     calibrated, checked = model_check.check(bench, compute)
     # the fitted latency makes the model reproduce sync at intensity 0
     assert model_check.predicted_ms(calibrated, 1, compute[0], bench) == pytest.approx(0.736, rel=0.02)
@@ -89,6 +92,16 @@ def test_model_check_on_synthetic_rows():
     assert [(r.label, r.intensity) for r in checked] == [("ldgsts", 0), ("ldgsts", 8)]
     for r in checked:
         assert r.best_stages in (4, 2, 3, 8) and r.worst_error >= 0
+
+
+def test_model_plot(tmp_path):
+    from asynccopy.bench import model_check
+
+    pytest.importorskip("matplotlib")
+    bench, compute = _synthetic_bench()
+    ov = {"ldgsts": model_check.Overheads(150.0, 1500.0, 8, 120.0, 20.0, False)}
+    path = model_check.plot(bench, compute, str(tmp_path / "m.png"), ov)
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.endswith("m.png")
 
 
 def _trace(tiles):
