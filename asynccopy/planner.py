@@ -206,7 +206,7 @@ def _recommend(p: Plan) -> None:
         if best.ns_per_tile > 1.05 * p.busy_ns and enough.coverage < 1.0 and covered:
             # Memory-bound: the model's bandwidth is a hard ceiling, a real memory system approaches it
             # gradually with the bytes in flight. Keep at least Little's law's worth in flight.
-            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > busy {p.busy_ns:.0f} ns): "
+            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > its {p.busy_ns:.0f} ns of work): "
                        f"{covered[0].stages} stages keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that "
                        f"Little's law asks for; {enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
             enough = covered[0]
