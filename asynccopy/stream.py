@@ -235,12 +235,13 @@ class StreamConfig:
         return build.cc_of_arch(arch) >= self.mech.min_cc
 
     def compile(self, arch: str | None = None) -> build.Module:
-        """Build this kernel's module: every stage count in COMPILED_STAGES (plus its own) at once."""
+        """Build this kernel's module: every stage count in COMPILED_STAGES (plus its own) at once; a
+        traced build, its own stage count only (a calibration compiles one per variant)."""
         if arch is not None and not self.compiles_for(arch):
             need = self.mech.min_cc
             raise ArgumentError(f"mechanism {self.mechanism!r} needs compute capability {need[0]}.{need[1]}; "
                                 f"{build.parse_arch(arch)} is below it")
-        if self.mech.fixed_stages is not None:
+        if self.mech.fixed_stages is not None or self.trace:  # a traced build is one measurement's
             names = (self.name_expression(),)
         else:
             names = tuple(self.name_expression(s) for s in sorted(set(COMPILED_STAGES) | {self.stages}))
