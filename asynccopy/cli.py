@@ -70,6 +70,8 @@ def cmd_bench(args) -> int:
 
     if args.plan and args.tiles_per_block:
         raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
+    if args.png and args.suite != "stas" and not args.plan:
+        raise AsyncCopyError("--png draws `bench stas` or `bench --plan`; add --plan for the model's plot")
     facts = device.current()  # fails here, in one line, without a GPU
     if args.suite == "stas":
         return _bench_stas(args)
@@ -152,12 +154,16 @@ def _add_cost_flags(parser) -> None:
                         help="time to issue one tile's copy (the computing threads', or the producer warp's)")
     parser.add_argument("--barrier-ns", type=float, default=0.0, help="fixed cost between two computes")
     parser.add_argument("--producer-warp", action="store_true",
-                        help="a producer warp issues the copies, beside the compute (ws_*, tma_1d_pipeline)")
+                        help="a producer warp issues the copies, beside the compute (ws_*, tma_1d_pipeline, tma_2d)")
     parser.add_argument("--handoff-ns", type=float, default=0.0,
                         help="with --producer-warp: from a buffer's release to the producer's refill")
 
 
 def _costs(args) -> dict:
+    if args.handoff_ns and not args.producer_warp:
+        raise AsyncCopyError("--handoff-ns is the producer warp's: add --producer-warp")
+    if getattr(args, "compute_ns", None) is None and (args.issue_ns or args.barrier_ns or args.producer_warp):
+        raise AsyncCopyError("the kernel's costs feed the simulator: give --compute-ns too")
     return {"issue_ns": args.issue_ns, "barrier_ns": args.barrier_ns, "producer": args.producer_warp,
             "handoff_ns": args.handoff_ns}
 
@@ -219,9 +225,10 @@ def cmd_swizzle(args) -> int:
 def _model_check(result, intensities, png=None) -> dict:
     from .bench import model_check, report
 
-    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads)
+    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
+                                              blocks_per_sm=result.blocks_per_sm)
     print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
-          f"{max(intensities)} ...", flush=True)
+          f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
     overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
     dev, rows = model_check.check(result, compute, overheads)
     print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "

@@ -103,6 +103,8 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
     # warp fills every buffer, one copy after another.
     first = min(stages if producer else max(stages - 1, 1), tiles)
     producer_free = [first * issue_ns] * blocks
+    if not producer:  # the computing threads issue those copies before their first compute
+        last_end = [first * issue_ns] * blocks
     for b in range(blocks):
         for k in range(first):
             push((k + 1) * issue_ns, b, k, tile_bytes)

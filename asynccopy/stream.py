@@ -17,6 +17,7 @@ from .errors import ArgumentError
 MAX_STAGES = 16
 COMPILED_STAGES = tuple(range(1, 9))  # one compile builds all of these; others compile on demand
 MAX_ELEMS_PER_THREAD = 64  # a thread keeps its share of a tile in registers (sync, sync_double)
+MAX_TILES_PER_BLOCK = 1 << 29  # a block's tile counter stays below it (pipeline.cuh's exact division)
 MAX_PRODUCERS = 8  # producer warps of a warp-specialized mechanism
 
 
@@ -306,7 +307,6 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
         raise ArgumentError("a traced kernel needs a trace buffer (trace_ptr)")
     if cfg.trace and cfg.tiles_per_block:
         raise ArgumentError("traces record a persistent grid's blocks: use tiles_per_block=0 with trace")
-    kernel = _kernel(cfg, facts.arch)
     n_tiles = -(-n // cfg.tile)
     if cfg.tiles_per_block:
         grid = -(-n_tiles // cfg.tiles_per_block)
@@ -314,6 +314,9 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
             raise ArgumentError(f"{n_tiles} tiles in runs of {cfg.tiles_per_block} need {grid} blocks (at most 2^31 - 1)")
     else:
         grid = max(1, min(facts.sm_count * blocks_per_sm, n_tiles))
+    per_block = cfg.tiles_per_block or -(-n_tiles // grid)
+    if per_block >= MAX_TILES_PER_BLOCK:  # stage_of / phase_of divide exactly below it (pipeline.cuh)
+        raise ArgumentError(f"{per_block} tiles per block: at most {MAX_TILES_PER_BLOCK - 1} (use larger tiles)")
     args = (in_ptr, out_ptr, np.uint64(n), np.int32(intensity))
     if cfg.mechanism == "tma_2d":
         if n < 64:
@@ -321,6 +324,7 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
         args = (_rows_map(in_ptr, n, cfg.tile, facts.device_id),) + args
     if cfg.trace:
         args = args + (trace_ptr,)
+    kernel = _kernel(cfg, facts.arch)
     build.launch(kernel, *args, grid=grid, block=cfg.block, stream=stream, shmem=cfg.smem_bytes)
 
 

@@ -31,18 +31,21 @@ class ModelRow:
     worst_error: float  # largest |predicted - measured| / measured over the stage counts measured
 
 
-def measured_compute_ns(intensities, *, tile: int = 4096, threads: int = 256) -> dict[int, float]:
+def measured_compute_ns(intensities, *, tile: int = 4096, threads: int = 256,
+                        blocks_per_sm: int = 1) -> dict[int, float]:
     """Median compute time per tile at each intensity, from traced `sync` runs (GPU)."""
     from .. import trace
 
     out = {}
     for k in intensities:
-        _, blocks = trace.run("sync", intensity=k, tile=tile, threads=threads, tiles_per_block=16, check_all=False)
+        _, blocks = trace.run("sync", intensity=k, tile=tile, threads=threads, tiles_per_block=16, check_all=False,
+                              blocks_per_sm=blocks_per_sm)
         out[k] = statistics.median(t.compute_end - t.compute_start for b in blocks[:16] for t in b.tiles)
     return out
 
 
-OVERHEAD_STAGES = 4  # the traced runs that measure a variant's Overheads
+OVERHEAD_STAGES = 4  # the traced runs that measure a variant's Overheads (fewer if 4 do not fit)
+OVERHEAD_MIN_INTENSITY = 8  # their high intensity: at least this, so that they run compute-bound
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,9 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
 
 
 def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) -> dict[str, Overheads]:
-    """Overheads of every multi-stage variant in ``result``, from traced runs (GPU); ``progress(text)``
-    hears of each variant as it starts."""
+    """Overheads of every multi-stage variant in ``result``, from traced runs (GPU) at intensity 0 and
+    max(intensity_hi, OVERHEAD_MIN_INTENSITY), with OVERHEAD_STAGES stages or the most the sweep ran
+    below that; ``progress(text)`` hears of each variant as it starts."""
     from .. import trace
 
     out = {}
@@ -128,10 +132,13 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         opts = {k: v for k, v in (("vec", r.vec), ("cache", r.cache)) if v is not None}
         if mech.producers_option:
             opts["producers"] = r.producers
-        runs = [trace.run(r.mechanism, OVERHEAD_STAGES, intensity=k, tile=result.tile, threads=result.threads,
-                          tiles_per_block=32, check_all=False, **opts)[1] for k in (0, intensity_hi)]
-        out[r.label] = overheads_from_traces(*runs, stages=OVERHEAD_STAGES, intensity_hi=intensity_hi,
-                                             producer=mech.producer_warps > 0)
+        swept = {x.stages for x in result.rows if x.label == r.label and x.stages >= 2}
+        stages = max((s for s in swept if s <= OVERHEAD_STAGES), default=min(swept, default=OVERHEAD_STAGES))
+        hi = max(intensity_hi, OVERHEAD_MIN_INTENSITY)
+        runs = [trace.run(r.mechanism, stages, intensity=k, tile=result.tile, threads=result.threads,
+                          tiles_per_block=32, blocks_per_sm=result.blocks_per_sm, check_all=False, **opts)[1]
+                for k in (0, hi)]
+        out[r.label] = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0)
     return out
 
 

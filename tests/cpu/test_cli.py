@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from asynccopy import cli
 
 
@@ -100,3 +102,14 @@ def test_simulate_and_plan_take_the_kernels_own_costs(capsys):
                      "--blocks-per-sm", "1", "--producer-warp", "--issue-ns", "50", "--handoff-ns", "300"]) == 0
     out = capsys.readouterr().out
     assert "recommended: 3 stage(s)" in out and "2 stage(s) would take" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--stages", "2", "--compute-ns", "100", "--device", "H200", "--handoff-ns", "50"],
+     "--handoff-ns is the producer warp's"),
+    (["plan", "--device", "H200", "--operand", "t:4096:f32", "--issue-ns", "50"], "give --compute-ns too"),
+    (["bench", "--png", "x.png"], "--png draws `bench stas` or `bench --plan`"),
+])
+def test_cost_and_png_flags_are_checked(capsys, argv, message):
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -203,3 +203,10 @@ def test_tile_stream_asks_the_planner_when_no_stage_count_is_given():
     assert stream.planned_stages(cfg, h200, blocks_per_sm=4) == 2
     big = stream.StreamConfig.make("ldgsts", tile=16384, threads=512)
     assert stream.planned_stages(big, h200, blocks_per_sm=1) == 2  # one 64 KiB tile in flight covers 48 KiB
+
+
+def test_issuing_threads_compute_tiles_in_order():
+    # many stages, issue cost above the latency: the first compute waits for every prologue issue
+    s = simulate.simulate(8, 12, tile_bytes=4096, compute_ns=50, latency_ns=100, bandwidth_per_sm=20, issue_ns=100)
+    starts = [e.compute_start for e in sorted(s.events, key=lambda e: e.tile)]
+    assert starts == sorted(starts) and starts[0] >= 7 * 100

@@ -154,3 +154,12 @@ def test_traces_need_the_persistent_grid():
     cfg = replace(stream.StreamConfig.make("ldgsts", 2, tiles_per_block=2), trace=True)
     with pytest.raises(ArgumentError, match=r"traces record a persistent grid's blocks: use tiles_per_block=0"):
         stream.launch(cfg, 0, 0, 4096, 0, stream=None, facts=None, trace_ptr=1)  # refused before any device use
+
+
+def test_a_block_keeps_its_tile_counter_below_the_exact_division_limit():
+    from asynccopy.device import DeviceFacts
+
+    cfg = stream.StreamConfig.make("ldgsts", 4)
+    facts = DeviceFacts("fake", (9, 0), "sm_90a", 1, 1 << 17, 1 << 17, 1, 1, 1, 1)
+    with pytest.raises(ArgumentError, match=r"536870912 tiles per block: at most 536870911"):
+        stream.launch(cfg, 0, 0, 4096 << 29, 0, stream=None, facts=facts)
