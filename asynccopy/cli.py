@@ -98,6 +98,9 @@ def cmd_bench(args) -> int:
         print(line)
     payload = result.as_dict()
     if args.plan:
+        for path in (args.json, args.csv):  # the sweep is kept even if the model check fails
+            if path:
+                report.write(path, payload)
         payload["model"] = _model_check(result, intensities, args.png)
     for path in (args.json, args.csv):
         if path:
@@ -222,19 +225,15 @@ def cmd_swizzle(args) -> int:
     return 0
 
 
-def _model_check(result, intensities, png=None) -> dict:
+def _print_model(result, compute, overheads, png=None):
     from .bench import model_check, report
 
-    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
-                                              blocks_per_sm=result.blocks_per_sm)
-    print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
-          f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
-    overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
     dev, rows = model_check.check(result, compute, overheads)
     print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
           f"({dev.latency_source}), compute per tile (traced sync): "
           + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
-    print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile, between computes")
+    if overheads:
+        print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile, between computes")
     for label, ov in overheads.items():
         print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_ns:5.0f}"
               f"  between {ov.barrier_ns:5.0f}" + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else ""))
@@ -246,6 +245,26 @@ def _model_check(result, intensities, png=None) -> dict:
           f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
     if png:
         print(f"wrote {model_check.plot(result, compute, png, overheads)}")
+    return dev, rows
+
+
+def cmd_model_check(args) -> int:
+    from .bench import model_check
+
+    result, compute, overheads = model_check.load(args.file)
+    _print_model(result, compute, {} if args.sync_only else overheads, args.png)
+    return 0
+
+
+def _model_check(result, intensities, png=None) -> dict:
+    from .bench import model_check
+
+    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
+                                              blocks_per_sm=result.blocks_per_sm)
+    print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
+          f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
+    overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
+    dev, rows = _print_model(result, compute, overheads, png)
     return {"latency_ns": dev.latency_ns, "compute_ns": compute,
             "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows}
 
@@ -395,6 +414,13 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write every row (with samples) as JSON")
     bench.add_argument("--csv", help="write every row as CSV")
     bench.set_defaults(fn=cmd_bench)
+
+    mc = sub.add_parser("model-check", help="check the model again on a `bench --plan --json` file (no GPU needed)")
+    mc.add_argument("file")
+    mc.add_argument("--sync-only", action="store_true",
+                    help="ignore the variants' own costs: the traced sync compute only, no issue cost")
+    mc.add_argument("--png", default=None, help="the model against the measured times, a panel per variant")
+    mc.set_defaults(fn=cmd_model_check)
     return p
 
 

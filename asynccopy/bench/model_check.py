@@ -251,3 +251,24 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def load(path) -> tuple[StreamBench, dict[int, float], dict[str, Overheads]]:
+    """A `bench --plan --json` file's sweep and calibration, to check the model again without a GPU."""
+    import json
+    from pathlib import Path
+
+    from .stream_bench import Row
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ArgumentError(f"cannot read {path}: {exc}") from None
+    model = data.pop("model", None)
+    if not isinstance(model, dict) or "compute_ns" not in model:
+        raise ArgumentError(f"{path} holds no model calibration: write it with `asynccopy bench --plan --json`")
+    result = StreamBench(rows=[Row(**r) for r in data.pop("rows")], **data)
+    compute = {int(k): float(v) for k, v in model["compute_ns"].items()}
+    overheads = {label: Overheads(**o) for label, o in model.get("overheads", {}).items()}
+    return result, compute, overheads
+

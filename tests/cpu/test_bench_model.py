@@ -141,3 +141,30 @@ def test_overheads_need_enough_traced_tiles():
     few = _trace([(0, 1, 2, 3), (1, 4, 5, 6)])
     with pytest.raises(ArgumentError, match="trace more tiles per block"):
         model_check.overheads_from_traces(few, few, stages=4, intensity_hi=8, producer=False)
+
+
+def test_model_check_command_replays_a_saved_run(tmp_path, capsys):
+    from asynccopy import cli
+    from asynccopy.bench import model_check
+
+    bench, compute = _synthetic_bench()
+    payload = bench.as_dict()
+    ov = model_check.Overheads(150.0, 1500.0, 8, 120.0, 20.0, False)
+    payload["model"] = {"latency_ns": 1300.0, "compute_ns": compute, "overheads": {"ldgsts": ov.as_dict()}}
+    report.write(tmp_path / "run.json", payload)
+    result, got_compute, got_ov = model_check.load(tmp_path / "run.json")
+    assert got_compute == compute and got_ov == {"ldgsts": ov} and len(result.rows) == len(bench.rows)
+    assert cli.main(["model-check", str(tmp_path / "run.json")]) == 0
+    out = capsys.readouterr().out
+    assert "ldgsts" in out and "issue   120" in out and "planned stage count within 5% of the best" in out
+    assert cli.main(["model-check", str(tmp_path / "run.json"), "--sync-only"]) == 0
+    assert "issue" not in capsys.readouterr().out
+
+
+def test_model_check_command_needs_a_calibrated_file(tmp_path, capsys):
+    from asynccopy import cli
+
+    bench, _ = _synthetic_bench()
+    report.write(tmp_path / "sweep.json", bench.as_dict())
+    assert cli.main(["model-check", str(tmp_path / "sweep.json")]) == 2
+    assert "holds no model calibration" in capsys.readouterr().err
