@@ -192,8 +192,9 @@ def cmd_trace(args) -> int:
 
     from . import devices, simulate, trace
 
+    opts = {k: v for k, v in (("vec", args.vec), ("cache", args.cache), ("producers", args.producers)) if v is not None}
     cfg, blocks = trace.run(args.mechanism, args.stages, intensity=args.intensity, tile=args.tile,
-                            threads=args.threads, tiles_per_block=args.tiles)
+                            threads=args.threads, tiles_per_block=args.tiles, **opts)
     block = next(b for b in blocks if b.block == args.block)
     tiles = block.tiles
     compute = statistics.median(t.compute_end - t.compute_start for t in tiles)
@@ -382,6 +383,9 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--threads", type=int, default=256)
     tr.add_argument("--tiles", type=int, default=32, help="tiles per block (at most 64 are traced)")
     tr.add_argument("--block", type=int, default=0)
+    tr.add_argument("--vec", type=int, default=None, help="copy width in bytes, where the mechanism takes one")
+    tr.add_argument("--cache", default=None, help="ldgsts: ca or cg")
+    tr.add_argument("--producers", type=int, default=None, help="ws_*: producer warps")
     tr.add_argument("--png", default=None)
     tr.set_defaults(fn=cmd_trace)
 

@@ -113,3 +113,8 @@ def test_simulate_and_plan_take_the_kernels_own_costs(capsys):
 def test_cost_and_png_flags_are_checked(capsys, argv, message):
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_trace_takes_the_variant_options(capsys):
+    assert cli.main(["trace", "--mechanism", "ldgsts", "--producers", "2"]) == 2  # checked before any GPU use
+    assert "mechanism 'ldgsts' takes no producers option" in capsys.readouterr().err
