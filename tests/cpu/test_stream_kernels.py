@@ -155,3 +155,18 @@ def test_every_stage_count_runs_the_same_compute_loop(name, opts):
     first = min(loops)
     differ = [s for s in loops if loops[s] != loops[first]]
     assert not differ, f"{cfg.label()}: stages {differ} compile the compute loop differently from stages {first}"
+
+
+def test_stage_multipliers_divide_exactly_below_the_tile_limit():
+    """pipeline.cuh's stage_of / phase_of: i / S == umulhi(i, m[S]) for every tile counter a launch allows."""
+    import pathlib
+
+    src = (pathlib.Path(stream.__file__).parent / "kernels/include/asynccopy/pipeline.cuh").read_text()
+    table = re.search(r"stage_magic\[9\] = \{([^}]*)\}", src).group(1)
+    magic = [int(v.strip().rstrip("u"), 16 if "x" in v else 10) for v in table.split(",")]
+    limit = stream.MAX_TILES_PER_BLOCK + 8  # a kernel asks for tile k + STAGES - 1 at most
+    for s in range(2, 9):
+        excess = s * magic[s] - (1 << 32)
+        assert 0 <= excess and limit * excess < (1 << 32), f"{s} stages: multiplier {magic[s]:#x} is not exact"
+        for i in (0, 1, s - 1, s, limit - 1, 12345677):
+            assert (i * magic[s]) >> 32 == i // s

@@ -16,7 +16,7 @@ namespace asynccopy {
 // ran the compute 5-10% slower than the others at high intensity (NOTES 22). Exact while
 // i * (STAGES * m - 2^32) < 2^32 for the multiplier m; that excess is at most 4 (STAGES = 5), so for
 // every i < 2^30. stream.launch keeps a block's tile counter below 2^29.
-__constant__ unsigned stage_magic[9] = {0u, 0u, 0x80000000u, 0x55555556u, 0x40000000u,
+static __constant__ unsigned stage_magic[9] = {0u, 0u, 0x80000000u, 0x55555556u, 0x40000000u,
                                         0x33333334u, 0x2AAAAAABu, 0x24924925u, 0x20000000u};
 
 template <int STAGES>
