@@ -303,8 +303,9 @@ def compile(
     target = parse_arch(arch) if arch is not None else _current_arch()
     names = tuple(name_expressions)
     defines = dict(defines or {})
-    if hang_timeout_ns():  # the debug switch reaches every kernel of the package (and its cache key)
-        defines.setdefault("ASYNCCOPY_HANG_TIMEOUT_NS", f"{hang_timeout_ns()}ull")
+    hang_ns = hang_timeout_ns()
+    if hang_ns:  # the debug switch reaches every kernel of the package (and its cache key)
+        defines.setdefault("ASYNCCOPY_HANG_TIMEOUT_NS", f"{hang_ns}ull")
     macros = [f"{k}={v}" if v is not None else str(k) for k, v in sorted(defines.items())]
     extra = dict(options or {})
     key_options = {"std": std, "define_macro": macros, **{k: repr(v) for k, v in extra.items()}}

@@ -97,16 +97,21 @@ def cmd_bench(args) -> int:
     for line in stream_bench.summary(result):
         print(line)
     payload = result.as_dict()
-    if args.plan:
-        for path in (args.json, args.csv):  # the sweep is kept even if the model check fails
-            if path:
-                report.write(path, payload)
-        payload["model"] = _model_check(result, intensities, args.png)
+    try:
+        if args.plan:
+            payload["model"] = _model_check(result, intensities, args.png)
+    finally:  # the sweep is written even if the model check fails or is interrupted
+        _write(args, payload)
+    return 0
+
+
+def _write(args, payload: dict) -> None:
+    from .bench import report
+
     for path in (args.json, args.csv):
         if path:
             report.write(path, payload)
             print(f"wrote {path}")
-    return 0
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -288,10 +293,7 @@ def _bench_stas(args) -> int:
         print(f"\ncluster 2: st.async is {min(two):.2f}x to {max(two):.2f}x the global-memory ring's throughput")
     if args.png:
         print(f"wrote {stas_bench.plot(result, args.png)}")
-    for path in (args.json, args.csv):
-        if path:
-            report.write(path, result.as_dict())
-            print(f"wrote {path}")
+    _write(args, result.as_dict())
     return 0
 
 
@@ -307,14 +309,13 @@ def _bench_chunks(args) -> int:
     print(f"\ndevice-to-device copy: {copy_gbps:.0f} GB/s")
     print(f"TMA (tma_1d_pipeline) >= LDGSTS (ldgsts vec16 .cg) from {at} B chunks on" if at else
           "TMA never overtakes LDGSTS for good in this sweep")
-    for path in (args.json, args.csv):
-        if path:
-            report.write(path, {"copy_gbps": copy_gbps, "rows": rows})
-            print(f"wrote {path}")
+    _write(args, {"copy_gbps": copy_gbps, "rows": rows})
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
+    from .bench import stas_bench, stream_bench  # their defaults are the CLI's
+
     p = argparse.ArgumentParser(prog="asynccopy", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -393,8 +394,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("suite", nargs="?", default="stream", choices=("stream", "stas"),
                        help="stream: the tile-stream family (default); stas: the st.async cluster ring (CC 9.0)")
     bench.add_argument("--mechanisms", type=_names, default=None, help="comma-separated subset")
-    bench.add_argument("--stages", type=_ints, default=(1, 2, 3, 4, 6, 8))
-    bench.add_argument("--intensities", type=_ints, default=(0, 1, 2, 4, 8, 12, 16, 24))
+    bench.add_argument("--stages", type=_ints, default=stream_bench.DEFAULT_STAGES)
+    bench.add_argument("--intensities", type=_ints, default=stream_bench.DEFAULT_INTENSITIES)
     bench.add_argument("--size-mib", type=int, default=1024, help="input size (the output is as large)")
     bench.add_argument("--reps", type=int, default=20)
     bench.add_argument("--warmup", type=int, default=3)
@@ -408,8 +409,8 @@ def parser() -> argparse.ArgumentParser:
                        help="also check the planner's stage counts and the simulator's times against the sweep")
     bench.add_argument("--chunks", action="store_true",
                        help="instead: the chunk-size sweep of LDGSTS against TMA bulk copies (CC 9.0)")
-    bench.add_argument("--cluster-sizes", type=_ints, default=(2, 4, 8, 16), help="stas: blocks per cluster")
-    bench.add_argument("--message-bytes", type=_ints, default=(256, 1024, 4096, 16384, 65536),
+    bench.add_argument("--cluster-sizes", type=_ints, default=stas_bench.DEFAULT_CLUSTERS, help="stas: blocks per cluster")
+    bench.add_argument("--message-bytes", type=_ints, default=stas_bench.DEFAULT_MESSAGES,
                        help="stas: bytes each block sends per round")
     bench.add_argument("--vec", type=int, default=16, help="stas: st.async width, 4, 8 or 16 bytes")
     bench.add_argument("--slots", type=int, default=2, help="stas: receive buffers per block, 1, 2 or 4")

@@ -138,7 +138,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
         smem = s * stage + static_smem
         fits = smem <= dev.smem_per_block_optin
         b, limiter = _blocks_per_sm(dev, smem, threads, regs_per_thread, blocks_per_sm) if fits else (0, "shared memory")
-        flight = max(s - 1, 1) * stage * b if s > 1 else 0
+        flight = (s - 1) * stage * b
         rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
                              flight / needed if needed else 0.0))
     busy = None

@@ -82,11 +82,15 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
     ``tile_bytes`` (results written back); ``issue_ns``, ``producer``, ``handoff_ns``: see the module
     docstring."""
     for name, value in (("stages", stages), ("tiles", tiles), ("blocks", blocks)):
-        if int(value) != value or value < 1:
-            raise ArgumentError(f"{name} must be an integer >= 1, got {value}")
-    if bandwidth_per_sm <= 0 or min(latency_ns, compute_ns, issue_ns, handoff_ns, barrier_ns) < 0 or tile_bytes <= 0:
-        raise ArgumentError("bandwidth must be > 0; latency, compute, issue, handoff and barrier times >= 0; "
-                            "tile_bytes > 0")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ArgumentError(f"{name} must be an integer >= 1, got {value!r}")
+    for name, value in (("bandwidth_per_sm", bandwidth_per_sm), ("tile_bytes", tile_bytes)):
+        if not value > 0:
+            raise ArgumentError(f"{name} must be > 0, got {value!r}")
+    for name, value in (("latency_ns", latency_ns), ("compute_ns", compute_ns), ("issue_ns", issue_ns),
+                        ("handoff_ns", handoff_ns), ("barrier_ns", barrier_ns)):
+        if not value >= 0:
+            raise ArgumentError(f"{name} must be >= 0, got {value!r}")
     out_bytes = tile_bytes if out_bytes is None else out_bytes
     events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
     last_end = [0.0] * blocks  # end of each block's latest compute
@@ -166,13 +170,9 @@ def timeline_text(sim: Simulation, *, block: int = 0, width: int = 72, tiles: in
 def timeline_png(sim: Simulation, path: str, *, block: int = 0, tiles: int | None = None,
                  measured: list[TileEvents] | None = None) -> str:
     """The timeline as a PNG (matplotlib); with ``measured``, a measured trace drawn beside it."""
-    try:
-        import matplotlib
+    from .plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ArgumentError("drawing a PNG needs matplotlib: pip install matplotlib") from None
+    plt = pyplot()
     panels = [("simulated", [e for e in sim.events if e.block == block][: tiles or sim.tiles])]
     if measured:
         panels.append(("measured", measured[: tiles or len(measured)]))

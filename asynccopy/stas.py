@@ -81,7 +81,7 @@ class RingConfig:
                 or message_bytes % 16:
             raise ArgumentError(f"message_bytes must be a positive multiple of 16, got {message_bytes!r}")
         if compile_time_cluster and via != "dsmem":
-            raise ArgumentError("compile_time_cluster applies to the st.async ring (via='dsmem')")
+            raise ArgumentError(f"compile_time_cluster applies to the st.async ring (via='dsmem'), got via={via!r}")
         return RingConfig(cluster, message_bytes, via, vec, slots, threads, compile_time_cluster)
 
     @property
@@ -157,6 +157,10 @@ class Ring:
 
     def launch(self, *, seed: int = 0, corrupt_round: int | None = None) -> None:
         """Queue one run of ``rounds`` rounds. Errors add up over launches until :meth:`reset_errors`."""
+        check_rounds(self.rounds)
+        if corrupt_round is not None and (isinstance(corrupt_round, bool) or not isinstance(corrupt_round, int)
+                                          or not 0 <= corrupt_round < NO_CORRUPTION):
+            raise ArgumentError(f"corrupt_round must be a round index in [0, 2^32 - 1), got {corrupt_round!r}")
         facts = device.require(clusters_mod.MIN_CC, "the STAS ring")
         cfg = self.cfg
         kernel = _kernel(cfg, facts.arch)
@@ -166,10 +170,6 @@ class Ring:
         args = [np.uint32(cfg.message_bytes), np.uint32(self.rounds), np.uint32(seed & MASK),
                 np.uint32(NO_CORRUPTION if corrupt_round is None else corrupt_round), int(errors.handle),
                 int(last.handle) if last is not None else 0]
-        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or not 1 <= self.rounds < 1 << 31:
-            raise ArgumentError(f"rounds must be an integer in [1, 2^31), got {self.rounds!r}")
-        if corrupt_round is not None and not 0 <= corrupt_round < NO_CORRUPTION:
-            raise ArgumentError(f"corrupt_round must be a round index in [0, 2^32 - 1), got {corrupt_round}")
         if cfg.via == "global":
             if ("filled" not in self._bufs or self.rounds != self._flag_rounds
                     or (self._launches + 1) * self.rounds >= 1 << 32):
@@ -211,14 +211,19 @@ class Ring:
             self.owns_stream = False
 
 
+def check_rounds(rounds) -> int:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds < 1 << 31:
+        raise ArgumentError(f"rounds must be an integer in [1, 2^31), got {rounds!r}")
+    return rounds
+
+
 def prepare(cluster: int = 2, message_bytes: int = 4096, rounds: int = 100, *, via: str = "dsmem", vec: int = 16,
             slots: int = 2, threads: int = 256, clusters: int | None = None, compile_time_cluster: bool = False,
             keep_last: bool = True, stream=None) -> Ring:
     """Check everything, compile, and size the grid: ``clusters`` defaults to as many as can be resident."""
     cfg = RingConfig.make(cluster, message_bytes, via=via, vec=vec, slots=slots, threads=threads,
                           compile_time_cluster=compile_time_cluster)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds < 1 << 31:
-        raise ArgumentError(f"rounds must be an integer in [1, 2^31), got {rounds!r}")
+    check_rounds(rounds)
     facts = device.require(clusters_mod.MIN_CC, "the STAS ring")
     if cfg.shmem + 1024 > facts.smem_per_block_optin:
         raise ArgumentError(f"{cfg.slots} x {cfg.message_bytes} B receive buffers do not fit the "

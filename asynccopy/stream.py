@@ -267,6 +267,7 @@ class StreamConfig:
         return "LDGSTS"
 
 
+@functools.cache  # a plan costs ~50 us: run(stages=None) must not pay it per call
 def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
     """The planner's stage count for cfg's tile on a live device (asynccopy.planner)."""
     from . import devices, planner
@@ -277,6 +278,7 @@ def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
     return max(1, min(p.recommended, MAX_STAGES))
 
 
+@functools.cache
 def default_stages(tile: int) -> int:
     """The planner's stage count for a tile with no device at hand: an H200, one block per SM
     (run() plans for the live device instead)."""

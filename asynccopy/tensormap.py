@@ -8,7 +8,7 @@ take a NumPy-order shape (outermost first) convert to this order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,7 +27,6 @@ DTYPES: dict[str, tuple[int, bool]] = {
     "tfloat32_ftz": (4, True),
 }
 # NumPy dtypes that have a tensor-map type of their own (int8/int16 have none: use uint8/uint16)
-_NUMPY_NAMES = {"uint8", "uint16", "uint32", "int32", "uint64", "int64", "float16", "float32", "float64"}
 SWIZZLES = ("none", "32B", "64B", "128B")
 SWIZZLE_SPAN = {"32B": 32, "64B": 64, "128B": 128}
 SWIZZLE_REPEAT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}  # also the smem alignment each needs
@@ -53,7 +52,6 @@ class TensorMapSpec:
     l2_promotion: str = "none"
     oob_fill: str = "zero"
     address: int = 0
-    lint: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def rank(self) -> int:
@@ -107,11 +105,7 @@ def dtype_name(dtype) -> str:
         dt = np.dtype(dtype)
     except TypeError:
         return str(dtype)
-    if dt.name in _NUMPY_NAMES:
-        return dt.name
-    if dt.name == "bfloat16":  # ml_dtypes
-        return "bfloat16"
-    return dt.name
+    return dt.name  # numpy names, and "bfloat16" from ml_dtypes
 
 
 def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> TensorMapSpec:
@@ -272,7 +266,6 @@ def build(array, box, *, swizzle: str = "none", oob_fill: str = "zero", l2_promo
     """A cuda.core TensorMapDescriptor for a CUDA array (any rank 1-5), validated first.
 
     ``box`` and ``element_strides`` are in the array's own (outermost-first) order."""
-    from cuda.core import TensorMapDescriptorOptions  # noqa: F401  (present in cuda.core >= 1.2)
     from cuda.core._tensor_map import TensorMapInterleave, TensorMapL2Promotion, TensorMapOOBFill, TensorMapSwizzle
     from cuda.core.utils import StridedMemoryView
 

@@ -19,7 +19,7 @@ def _facts():
 
 
 @functools.cache
-def _module(arch: str) -> build.Module:
+def _module(arch: str, hang_ns: int) -> build.Module:  # a new build when the hang switch changes
     names = ([f"tma_load_dump<{r}>" for r in _RANKS] + [f"tma_store_box<{r}>" for r in _RANKS] + ["bulk_scale"]
              + [f"tma_walk<{r}, {c}>" for r, c in _WALK_BOXES])
     return build.compile(build.read_kernel("tma.cu"), arch=arch, name_expressions=names, name="tma")
@@ -29,19 +29,12 @@ def module(arch: str) -> build.Module:
     """The compiled tma.cu for an arch of compute capability 9.0 or newer (no GPU needed)."""
     if build.cc_of_arch(arch) < (9, 0):
         raise ArgumentError(f"TMA needs compute capability 9.0; {build.parse_arch(arch)} is below it")
-    return _module(build.parse_arch(arch))
-
-
-def _stream(stream, like):
-    return arrays.resolve_stream(stream, like)
+    return _module(build.parse_arch(arch), build.hang_timeout_ns())
 
 
 def _coords(coords, spec: tensormap.TensorMapSpec) -> list[np.int32]:
     """Array-order coordinates → five int32 kernel arguments, innermost first, checked."""
-    coords = tuple(int(c) for c in coords)
-    if len(coords) != spec.rank:
-        raise ArgumentError(f"coords needs {spec.rank} entries (one per dimension), got {len(coords)}")
-    inner_first = coords[::-1]
+    inner_first = tuple(int(c) for c in coords)[::-1]
     tensormap.check_coords(spec, inner_first)
     return [np.int32(c) for c in inner_first + (0,) * (5 - spec.rank)]
 
@@ -54,7 +47,7 @@ def load_box(array, box, coords, *, swizzle: str = "none", oob_fill: str = "zero
     if base % 128 or not 0 <= base < 1024:
         raise ArgumentError(f"base must be a multiple of 128 in [0, 1024) (TMA needs a 128-byte aligned "
                             f"destination), got {base}")
-    s = _stream(stream, array)
+    s = arrays.resolve_stream(stream, array)
     desc, spec = tensormap.build(array, box, swizzle=swizzle, oob_fill=oob_fill, lint=False)
     nbytes = spec.box_bytes
     dump = dump_bytes if dump_bytes is not None else -(-nbytes // 16) * 16
@@ -73,7 +66,7 @@ def store_box(array, box, coords, image: np.ndarray, *, swizzle: str = "none", s
     """Place ``image`` (the shared-memory bytes, e.g. ``swizzle.apply(box_data, mode)``) in shared
     memory and TMA-store the box at ``coords`` into ``array``; out-of-bounds parts are not written."""
     facts = _facts()
-    s = _stream(stream, array)
+    s = arrays.resolve_stream(stream, array)
     desc, spec = tensormap.build(array, box, swizzle=swizzle, lint=False)
     image = np.ascontiguousarray(image, dtype=np.uint8).reshape(-1)
     if image.size < spec.box_bytes:
@@ -96,7 +89,7 @@ def scale_bulk(x, *, chunk: int = 4096, blocks_per_sm: int = 1, stream=None):
     facts = _facts()
     if chunk <= 0 or chunk % 4:
         raise ArgumentError(f"chunk must be a positive multiple of 4 floats (16-byte bulk copies), got {chunk}")
-    s = _stream(stream, x)
+    s = arrays.resolve_stream(stream, x)
     src = arrays.view(x, "x", stream=s)
     if src.size % 4:
         raise ArgumentError(f"bulk copies move multiples of 16 bytes: x needs a multiple of 4 elements, got {src.size}")
@@ -123,7 +116,7 @@ def walk(tensors, box=(16, 32), *, stream=None) -> np.ndarray:
         raise ArgumentError(f"box must be one of {', '.join(f'{r}x{c}' for r, c in _WALK_BOXES)}, got {box}")
     if not tensors:
         raise ArgumentError("walk needs at least one tensor")
-    s = _stream(stream, tensors[0])
+    s = arrays.resolve_stream(stream, tensors[0])
     records = np.zeros(len(tensors), dtype=_TENSOR2D)
     for i, t in enumerate(tensors):
         v = _matrix(t, f"tensors[{i}]", s)

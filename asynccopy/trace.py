@@ -97,25 +97,31 @@ def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: 
     from . import arrays, device
     from .bench.harness import Scratch
 
-    cfg = stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options)
+    cfg = replace(stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options), trace=True)
+    intensity = stream.check_intensity(intensity)
+    blocks_per_sm = stream.check_blocks_per_sm(blocks_per_sm)
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
-    cfg = replace(cfg, trace=True, stages=cfg.stages)
     cfg.check_fits(facts.smem_per_block_optin, facts.name)
     s = Device(facts.device_id).create_stream()
     scratch = Scratch(s, facts)
     grid = facts.sm_count * blocks_per_sm
     n = grid * tile * tiles_per_block
-    x, y = scratch.alloc(n), scratch.alloc(n)
-    buf = Device(facts.device_id).allocate(buffer_words(grid) * 8, stream=s)
-    arrays.to_device(np.zeros(buffer_words(grid), dtype=np.uint64), int(buf.handle), s)
-    scratch.fill_random(x, n, seed)
-    scratch.fill_value(y, n, float("nan"))
-    stream.launch(cfg, int(x.handle), int(y.handle), n, intensity, stream=s, facts=facts,
-                  blocks_per_sm=blocks_per_sm, trace_ptr=int(buf.handle))
-    raw = arrays.to_host(int(buf.handle), buffer_words(grid) * 8, s).view(np.uint64)
-    checked = n if check_all else min(n, 2 * grid * tile)  # tiles 0 .. 2 * grid - 1: two per block
-    if not stream.matches_reference(scratch.to_host(y, checked), scratch.to_host(x, checked), intensity, tile):
-        raise AsyncCopyError(f"the traced {cfg.label()} kernel computed wrong results")
-    for b in (x, y, buf):
-        b.close()
+    bufs = []
+    try:
+        x, y = scratch.alloc(n), scratch.alloc(n)
+        buf = Device(facts.device_id).allocate(buffer_words(grid) * 8, stream=s)
+        bufs = [x, y, buf]
+        buf.fill(0, stream=s)
+        scratch.fill_random(x, n, seed)
+        scratch.fill_value(y, n, float("nan"))
+        stream.launch(cfg, int(x.handle), int(y.handle), n, intensity, stream=s, facts=facts,
+                      blocks_per_sm=blocks_per_sm, trace_ptr=int(buf.handle))
+        raw = arrays.to_host(int(buf.handle), buffer_words(grid) * 8, s).view(np.uint64)
+        checked = n if check_all else min(n, 2 * grid * tile)  # tiles 0 .. 2 * grid - 1: two per block
+        if not stream.matches_reference(scratch.to_host(y, checked), scratch.to_host(x, checked), intensity, tile):
+            raise AsyncCopyError(f"the traced {cfg.label()} kernel computed wrong results")
+    finally:
+        for b in bufs:
+            b.close()
+        s.close()
     return cfg, decode(raw, grid)

@@ -27,7 +27,7 @@ for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 3000):
     except tensormap.TensorMapError as exc:
         why = str(exc)
     err, _ = tensormap.driver_encode(spec)
-    d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in spec.__dict__.items() if k != "lint"}
+    d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in spec.__dict__.items()}
     d.update(ours=why is None, why=why, driver=err == driver.CUresult.CUDA_SUCCESS, broken=broken,
              address=spec.address - int(buf.handle))
     rows.append(d)

@@ -75,10 +75,6 @@ class Overheads:
         return asdict(self)
 
 
-def _by_tile(block) -> list:
-    return sorted(block.tiles, key=lambda t: t.tile)
-
-
 def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: int, producer: bool) -> Overheads:
     """Overheads from the decoded traces (trace.BlockTrace lists) of one variant run with ``stages``
     stages at intensity 0 (lo) and ``intensity_hi`` (hi, compute-bound: the data is there when wanted).
@@ -90,7 +86,6 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
     when the computing threads issue. handoff (producer): the median time from the end of tile k's
     compute to the producer's `issued` of tile k + stages, the next tile for that buffer."""
     def median(values, what):
-        values = [v for v in values if v is not None]
         if not values:
             raise ArgumentError(f"the traces hold no {what}: trace more tiles per block (at least {stages + 2})")
         return statistics.median(values)
@@ -99,8 +94,7 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
     compute_hi = median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile")
     gaps, issues, handoffs = [], [], []
     for b in hi_blocks:
-        ts = _by_tile(b)
-        at = {t.tile: t for t in ts}
+        at = {t.tile: t for t in b.tiles}
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
         if producer:
             issues += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
@@ -121,14 +115,12 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
     below that; ``progress(text)`` hears of each variant as it starts."""
     from .. import trace
 
+    variants = {r.label: r for r in result.rows if stream.MECHANISMS[r.mechanism].fixed_stages is None}
     out = {}
-    todo = list(dict.fromkeys(r.label for r in result.rows if stream.MECHANISMS[r.mechanism].fixed_stages is None))
-    for r in result.rows:
+    for i, r in enumerate(variants.values(), 1):
         mech = stream.MECHANISMS[r.mechanism]
-        if mech.fixed_stages is not None or r.label in out:
-            continue
         if progress:
-            progress(f"[{len(out) + 1}/{len(todo)}] tracing {r.label}")
+            progress(f"[{i}/{len(variants)}] tracing {r.label}")
         opts = {k: v for k, v in (("vec", r.vec), ("cache", r.cache)) if v is not None}
         if mech.producers_option:
             opts["producers"] = r.producers
@@ -209,13 +201,9 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
          overheads: dict[str, Overheads] | None = None) -> str:
     """Measured (solid, dots) and predicted (dashed) time against the stage count, a panel per variant
     and a colour per intensity; the planner's stage count circled."""
-    try:
-        import matplotlib
+    from ..plotting import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ArgumentError("drawing a PNG needs matplotlib: pip install matplotlib") from None
+    plt = pyplot()
     dev, rows = check(result, compute_ns, overheads)
     overheads = overheads or {}
     planned = {(r.label, r.intensity): r.recommended for r in rows}
@@ -267,8 +255,11 @@ def load(path) -> tuple[StreamBench, dict[int, float], dict[str, Overheads]]:
     model = data.pop("model", None)
     if not isinstance(model, dict) or "compute_ns" not in model:
         raise ArgumentError(f"{path} holds no model calibration: write it with `asynccopy bench --plan --json`")
-    result = StreamBench(rows=[Row(**r) for r in data.pop("rows")], **data)
-    compute = {int(k): float(v) for k, v in model["compute_ns"].items()}
-    overheads = {label: Overheads(**o) for label, o in model.get("overheads", {}).items()}
+    try:
+        result = StreamBench(rows=[Row(**r) for r in data.pop("rows")], **data)
+        compute = {int(k): float(v) for k, v in model["compute_ns"].items()}
+        overheads = {label: Overheads(**o) for label, o in model.get("overheads", {}).items()}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArgumentError(f"{path} is not a `bench --plan --json` file of this version: {exc}") from None
     return result, compute, overheads
 

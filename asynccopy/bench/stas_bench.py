@@ -106,10 +106,9 @@ def speedups(result: StasBench) -> list[dict]:
 
 def plot(result: StasBench, path: str) -> str:
     """Throughput against message size, a line per cluster size: solid st.async, dashed global memory."""
-    import matplotlib
+    from ..plotting import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     sizes = sorted({r.cluster for r in result.rows})

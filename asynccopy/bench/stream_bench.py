@@ -50,7 +50,7 @@ class Row:
     stages: int
     vec: int | None
     cache: str | None
-    copy_op: str  # what moves the data on this arch: LDGSTS, UBLKCP (TMA bulk) or LDG (registers)
+    copy_op: str  # what moves the data on this arch: LDGSTS, UBLKCP (TMA bulk), UTMALDG (TMA tensor), LDG
     intensity: int
     ms: float
     gbps: float  # bytes read + written per second / 1e9
@@ -191,7 +191,9 @@ def summary(result: StreamBench) -> list[str]:
     rows = result.rows
     lines = [f"device-to-device copy: {result.copy_gbps:.0f} GB/s ({result.copy_ms:.3f} ms for "
              f"{result.n * 4 / 2**30:.2f} GiB read + the same written)"]
-    for op in ("LDGSTS", "UBLKCP", "LDG"):
+    order = ("LDGSTS", "UBLKCP", "UTMALDG", "LDG")  # every copy instruction the sweep has, async ones first
+    ops = sorted({r.copy_op for r in rows}, key=lambda op: order.index(op) if op in order else len(order))
+    for op in ops:
         zero = [r for r in rows if r.intensity == 0 and r.copy_op == op]
         if zero:
             best = max(zero, key=lambda r: r.gbps)
@@ -203,7 +205,7 @@ def summary(result: StreamBench) -> list[str]:
         sync0 = next(r.ms for r in rows if r.mechanism == "sync" and r.intensity == 0)
         sync_k = next(r for r in at if r.mechanism == "sync")
         lines.append(f"balanced intensity {k}: sync {sync_k.ms:.3f} ms = {sync_k.ms / sync0:.2f} x its intensity-0 time")
-        for op in ("LDGSTS", "UBLKCP"):
+        for op in (op for op in ops if op != "LDG"):
             multi = [r for r in at if r.stages > 1 and r.copy_op == op]
             if multi:
                 best = min(multi, key=lambda r: r.ms)

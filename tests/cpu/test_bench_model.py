@@ -27,6 +27,7 @@ ROWS = [
     _row("sync_double", 2, 0, 0.66, "LDG"), _row("sync_double", 2, 8, 0.80, "LDG"),
     _row("ldgsts", 4, 0, 0.55), _row("ldgsts", 4, 8, 0.75), _row("ldgsts", 1, 8, 1.40),
     _row("barrier", 4, 8, 0.70, "UBLKCP"), _row("barrier", 4, 0, 0.54, "UBLKCP"),
+    _row("tma_2d", 3, 0, 0.545, "UTMALDG"), _row("tma_2d", 3, 8, 0.69, "UTMALDG"),
 ]
 
 
@@ -47,6 +48,9 @@ def test_summary_names_each_copy_instruction():
     assert "best multi-stage LDGSTS: ldgsts stages=4: 0.750 ms, 1.93x sync" in text  # stages=1 is not multi-stage
     assert "best multi-stage UBLKCP: barrier stages=4: 0.700 ms, 2.07x sync" in text
     assert "sync_double (register-staged, ordinary loads): 0.800 ms, 1.81x sync" in text
+    assert "intensity 0, best UTMALDG: tma_2d stages=3" in text  # TMA tensor copies are not left out
+    assert "best multi-stage UTMALDG: tma_2d stages=3: 0.690 ms" in text
+    assert text.index("best LDGSTS") < text.index("best UBLKCP") < text.index("best UTMALDG") < text.index("best LDG ")
 
 
 def test_table_and_files(tmp_path):
@@ -168,3 +172,26 @@ def test_model_check_command_needs_a_calibrated_file(tmp_path, capsys):
     report.write(tmp_path / "sweep.json", bench.as_dict())
     assert cli.main(["model-check", str(tmp_path / "sweep.json")]) == 2
     assert "holds no model calibration" in capsys.readouterr().err
+
+
+def test_model_check_load_names_unreadable_and_foreign_files(tmp_path):
+    from asynccopy.bench import model_check
+    from asynccopy.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"cannot read .*missing.json"):
+        model_check.load(tmp_path / "missing.json")
+    (tmp_path / "stas.json").write_text(json.dumps({"rows": [{"cluster": 2}], "model": {"compute_ns": {}}}))
+    with pytest.raises(ArgumentError, match=r"is not a `bench --plan --json` file of this version"):
+        model_check.load(tmp_path / "stas.json")
+
+
+def test_model_plot_needs_matplotlib(monkeypatch, tmp_path):
+    import sys
+
+    from asynccopy.bench import model_check
+    from asynccopy.errors import ArgumentError
+
+    bench, compute = _synthetic_bench()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ArgumentError, match="drawing a PNG needs matplotlib"):
+        model_check.plot(bench, compute, str(tmp_path / "m.png"))

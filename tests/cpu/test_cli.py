@@ -118,3 +118,11 @@ def test_cost_and_png_flags_are_checked(capsys, argv, message):
 def test_trace_takes_the_variant_options(capsys):
     assert cli.main(["trace", "--mechanism", "ldgsts", "--producers", "2"]) == 2  # checked before any GPU use
     assert "mechanism 'ldgsts' takes no producers option" in capsys.readouterr().err
+
+
+def test_shapes_on_the_command_line_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["swizzle", "--box", "64xabc"])
+    assert "expected a shape like 64x64, got '64xabc'" in capsys.readouterr().err
+    assert cli.main(["swizzle", "--box", "8x8x8"]) == 2
+    assert "--box takes rows x cols (2D), got 8x8x8" in capsys.readouterr().err

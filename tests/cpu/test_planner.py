@@ -185,7 +185,9 @@ def test_timeline_png(tmp_path):
 
 
 @pytest.mark.parametrize("bad, message", [({"stages": 0}, r"stages must be an integer >= 1, got 0"),
-                                          ({"bandwidth_per_sm": 0}, r"bandwidth must be > 0")])
+                                          ({"tiles": 4.0}, r"tiles must be an integer >= 1, got 4.0"),
+                                          ({"bandwidth_per_sm": 0}, r"bandwidth_per_sm must be > 0, got 0"),
+                                          ({"issue_ns": -5}, r"issue_ns must be >= 0, got -5")])
 def test_simulator_rejects_nonsense(bad, message):
     args = dict(stages=2, tiles=4, tile_bytes=10, compute_ns=1, latency_ns=1, bandwidth_per_sm=1.0)
     args.update(bad)
@@ -210,3 +212,16 @@ def test_issuing_threads_compute_tiles_in_order():
     s = simulate.simulate(8, 12, tile_bytes=4096, compute_ns=50, latency_ns=100, bandwidth_per_sm=20, issue_ns=100)
     starts = [e.compute_start for e in sorted(s.events, key=lambda e: e.tile)]
     assert starts == sorted(starts) and starts[0] >= 7 * 100
+
+
+def test_plan_needs_an_operand():
+    with pytest.raises(ArgumentError, match="plan needs at least one operand tile"):
+        planner.plan([], threads=256, device="H200")
+
+
+def test_png_needs_matplotlib(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(ArgumentError, match="drawing a PNG needs matplotlib: pip install matplotlib"):
+        simulate.timeline_png(_sim(2), str(tmp_path / "t.png"))

@@ -86,3 +86,13 @@ def test_cluster_sizes():
 def test_ring_rounds_are_checked_before_any_device_use(rounds):
     with pytest.raises(ArgumentError, match=r"rounds must be an integer in \[1, 2\^31\), got"):
         stas.prepare(2, 256, rounds)
+
+
+@pytest.mark.parametrize("corrupt", [-1, 1 << 32, 2.0])
+def test_corrupt_round_is_checked_before_any_device_use(corrupt):
+    ring = stas.Ring(stas.RingConfig.make(2, 256), 1, 10, stream=None)
+    with pytest.raises(ArgumentError, match=r"corrupt_round must be a round index in \[0, 2\^32 - 1\), got"):
+        ring.launch(corrupt_round=corrupt)
+    ring.rounds = 0  # rounds can change between launches: checked again
+    with pytest.raises(ArgumentError, match=r"rounds must be an integer in \[1, 2\^31\), got 0"):
+        ring.launch()

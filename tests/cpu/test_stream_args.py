@@ -163,3 +163,18 @@ def test_a_block_keeps_its_tile_counter_below_the_exact_division_limit():
     facts = DeviceFacts("fake", (9, 0), "sm_90a", 1, 1 << 17, 1 << 17, 1, 1, 1, 1)
     with pytest.raises(ArgumentError, match=r"536870912 tiles per block: at most 536870911"):
         stream.launch(cfg, 0, 0, 4096 << 29, 0, stream=None, facts=facts)
+
+
+def test_ws_tma_splits_a_tile_into_whole_chunks_per_producer():
+    with pytest.raises(ArgumentError, match=r"ws_tma: each of 3 producer warps copies whole 16-byte chunks: tile "
+                                            r"must be a multiple of 12 floats, got 4096"):
+        stream.StreamConfig.make("ws_tma", 2, tile=4096, threads=256, producers=3)
+
+
+def test_contiguous_runs_need_a_grid_the_gpu_can_launch():
+    from asynccopy.device import DeviceFacts
+
+    cfg = stream.StreamConfig.make("ldgsts", 2, tiles_per_block=1)
+    facts = DeviceFacts("fake", (9, 0), "sm_90a", 1, 1 << 17, 1 << 17, 1, 1, 1, 1)
+    with pytest.raises(ArgumentError, match=r"2147483648 tiles in runs of 1 need 2147483648 blocks \(at most 2\^31 - 1\)"):
+        stream.launch(cfg, 0, 0, 4096 << 31, 0, stream=None, facts=facts)

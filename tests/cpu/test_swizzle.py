@@ -82,3 +82,8 @@ def test_describe_rejects_rows_wider_than_the_span():
 def test_unknown_mode():
     with pytest.raises(TensorMapError, match=r"swizzle mode must be one of none, 32B, 64B, 128B, got '16B'"):
         swizzle.smem_offset(0, "16B")
+
+
+def test_wavefronts_checks_the_access_width():
+    with pytest.raises(TensorMapError, match="access width must be 1, 2, 4, 8 or 16 bytes, got 3"):
+        swizzle.wavefronts(range(32), width=3)
