@@ -235,6 +235,7 @@ __global__ void __launch_bounds__(THREADS)
     float* smem = ac::dynamic_smem<float>();  // [STAGES][TILE] f32
     __shared__ barrier_t bars[STAGES];        // bars[s] completes when tile in stage s has landed
     auto cta = cg::this_thread_block();
+    static_assert(STAGES <= 32, "thread s of the first warp sets up stage s");
     if (threadIdx.x < STAGES) init(&bars[threadIdx.x], THREADS);  // thread s sets up stage s
     __syncthreads();
     const u64 n_tiles = (n + TILE - 1) / TILE;

@@ -75,6 +75,7 @@ template <int THREADS, int TILE, int STAGES, class Produce, class Consume>
 __device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume, const char* kernel)
 {
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
+    static_assert(STAGES <= 32, "thread s of the first warp sets up stage s");
     if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
         ac::mbarrier_init(&full[threadIdx.x], 1);
         ac::mbarrier_init(&empty[threadIdx.x], THREADS);

@@ -50,6 +50,7 @@ __device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume,
 {
     constexpr int PT = 32 * PRODUCERS;
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
+    static_assert(STAGES <= 32, "thread s of the first warp sets up stage s");
     if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
         ac::mbarrier_init(&full[threadIdx.x], FULL_ARRIVALS + ASYNCCOPY_FAULT_FULL_ARRIVALS);
         ac::mbarrier_init(&empty[threadIdx.x], THREADS);

@@ -69,9 +69,8 @@ __device__ __forceinline__ void compute_tile_to(const float* tile, float* dst, u
     for (int j = 0; j < NJ; ++j) acc[j] = tile4[tid + j * THREADS];
     // Rounds outside, a thread's float4s inside, every step taken for all NJ float4s before the
     // next, and the shared loads one round ahead in the source: NJ loads together, then 4 * NJ
-    // independent FMA chains. (ptxas still orders each instantiation its own way, but these orders
-    // are 9-16% faster at high intensity than those of the previous form, one load-then-FMAs step
-    // per float4, some of which ran the chains 4 at a time: NOTES 15, 22.)
+    // independent FMA chains: 9-16% faster at high intensity than the previous form, one
+    // load-then-FMAs step per float4, which ptxas sometimes ran 4 chains at a time (NOTES 15, 22).
     int nb = tid;  // neighbour of float4 j in round k is (nb + j * THREADS) mod NV
     float4 next[NJ];
     const auto load_round = [&] {
