@@ -15,6 +15,7 @@
 // Run: asynccopy.run(x, "tma_1d_pipeline", stages=4) or `asynccopy bench`.
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
+#include <asynccopy/producer_consumer.cuh>
 #include <asynccopy/tile_stream.cuh>
 #include <asynccopy/tma.cuh>
 #include <asynccopy/trace.cuh>
@@ -66,39 +67,9 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
 }
 
 // ---------------------------------------------------------------------------------------------
-// The producer / consumer skeleton shared by the 1D and 2D pipelines. Barrier protocol per stage s:
-//   full[s]  (1 arrival + transaction bytes): the producer's arrive_expect_tx, then the copy's bytes;
-//   empty[s] (THREADS arrivals): every consumer thread, after computing the tile in stage s.
-// Tile k uses stage k % STAGES in phase (k / STAGES) & 1; the producer waits on empty[s] with the
-// opposite parity, which a fresh barrier satisfies at once (all buffers start empty).
-template <int THREADS, int TILE, int STAGES, class Produce, class Consume>
-__device__ __forceinline__ void producer_consumer(u64 n, Produce produce, Consume consume, const char* kernel)
-{
-    __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
-    static_assert(STAGES <= 32, "thread s of the first warp sets up stage s");
-    if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
-        ac::mbarrier_init(&full[threadIdx.x], 1);
-        ac::mbarrier_init(&empty[threadIdx.x], THREADS);
-        ac::fence_barrier_init();
-    }
-    __syncthreads();
-    const u64 my_tiles = ac::tiles_of_block((n + TILE - 1) / TILE);
-    if (threadIdx.x < 32) {  // producer warp
-        for (u64 k = 0; k < my_tiles; ++k) {
-            const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(k) ^ 1u, {kernel, "empty", s});
-            produce(k, s, &full[s]);
-        }
-    } else {  // consumer warps
-        for (u64 k = 0; k < my_tiles; ++k) {
-            const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k), {kernel, "full", s});
-            consume(k, s);
-            ac::mbarrier_arrive(&empty[s]);
-        }
-    }
-}
-
+// The 1D and 2D pipelines: one producer warp (lane 0 issues the copy) and THREADS computing threads on
+// asynccopy/producer_consumer.cuh's full / empty mbarriers. full[s] takes 1 arrival (the producer's
+// arrive_expect_tx) plus the copy's bytes.
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS + 32)
     stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
@@ -114,20 +85,16 @@ __global__ void __launch_bounds__(THREADS + 32)
             for (u64 e = whole + lane; e < TILE; e += 32) buf[e] = e < valid ? in[t * TILE + e] : 0.0f;
             __syncwarp();  // the lanes' stores happen before lane 0's arrive (release) below
         }
-        AC_TRACE(k, ISSUED);
         if (lane == 0) {
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
             if (whole) ac::bulk_load(buf, in + t * TILE, static_cast<unsigned>(whole * sizeof(float)), full);
         }
     };
-    auto consume = [&](u64 k, int s) {
-        AC_TRACE_BY(threadIdx.x == 32, k, READY);
-        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_START);
-        acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, threadIdx.x - 32);
-        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
+    auto consume = [&](u64 k, int s, int tid) {
+        acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume, "stream_tma_1d_pipeline");
+    ac::producer_consumer<1, THREADS, TILE, STAGES, 1>(n, produce, consume, "stream_tma_1d_pipeline" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == 32);
 }
 
@@ -142,27 +109,23 @@ __global__ void __launch_bounds__(THREADS + 32)
     float* smem = ac::dynamic_smem<float>();  // [STAGES][ROWS][ROW] f32, unswizzled
     const u64 full_rows = n / ROW, rem = n % ROW;
     auto produce = [&](u64 k, int s, ac::mbarrier_t* full) {
-        AC_TRACE(k, ISSUED);
         if (threadIdx.x == 0) {
             ac::mbarrier_arrive_expect_tx(full, TILE * sizeof(float));  // OOB-filled rows count too
             const int coords[2] = {0, static_cast<int>(ac::tile_of_block(k) * ROWS)};
             ac::tensor_load<2>(smem + s * TILE, &map, coords, full);
         }
     };
-    auto consume = [&](u64 k, int s) {
-        AC_TRACE_BY(threadIdx.x == 32, k, READY);
+    auto consume = [&](u64 k, int s, int tid) {
         float* buf = smem + s * TILE;
         const u64 t = ac::tile_of_block(k);
         if (rem && full_rows >= t * ROWS && full_rows < (t + 1) * ROWS) {
             // The partial last row is outside the map (TMA wrote zeros): fill in its valid floats.
-            for (u64 i = threadIdx.x - 32; i < rem; i += THREADS) buf[(full_rows - t * ROWS) * ROW + i] = in[full_rows * ROW + i];
+            for (u64 i = tid; i < rem; i += THREADS) buf[(full_rows - t * ROWS) * ROW + i] = in[full_rows * ROW + i];
             ac::named_barrier_sync(1, THREADS);
         }
-        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_START);
-        acs::compute_tile<THREADS, TILE>(buf, out, t, n, intensity, threadIdx.x - 32);
-        AC_TRACE_BY(threadIdx.x == 32, k, COMPUTE_END);
+        acs::compute_tile<THREADS, TILE>(buf, out, t, n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    producer_consumer<THREADS, TILE, STAGES>(n, produce, consume, "stream_tma_2d");
+    ac::producer_consumer<1, THREADS, TILE, STAGES, 1>(n, produce, consume, "stream_tma_2d" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == 32);
 }

@@ -24,6 +24,7 @@
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
+#include <asynccopy/producer_consumer.cuh>
 #include <asynccopy/tile_stream.cuh>
 #include <asynccopy/trace.cuh>
 #include <asynccopy/waits.cuh>
@@ -38,45 +39,6 @@ namespace ac = asynccopy;
 namespace acs = asynccopy::stream;
 namespace cg = cooperative_groups;
 using u64 = unsigned long long;
-
-#ifndef ASYNCCOPY_FAULT_FULL_ARRIVALS  // test hook: expect this many arrivals too many on full[] (a deadlock)
-#define ASYNCCOPY_FAULT_FULL_ARRIVALS 0
-#endif
-
-// The mbarrier-based producer / consumer loop of ws_ldgsts and ws_tma. produce(k, s, full) issues
-// tile k into stage s and makes it complete full[s]; consume(k, s, tid) computes it.
-template <int PRODUCERS, int THREADS, int TILE, int STAGES, unsigned FULL_ARRIVALS, class Produce, class Consume>
-__device__ __forceinline__ void ws_loop(u64 n, Produce produce, Consume consume, const char* kernel AC_TRACE_PARAM)
-{
-    constexpr int PT = 32 * PRODUCERS;
-    __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
-    static_assert(STAGES <= 32, "thread s of the first warp sets up stage s");
-    if (threadIdx.x < STAGES) {  // thread s sets up stage s: no loop whose shape depends on STAGES
-        ac::mbarrier_init(&full[threadIdx.x], FULL_ARRIVALS + ASYNCCOPY_FAULT_FULL_ARRIVALS);
-        ac::mbarrier_init(&empty[threadIdx.x], THREADS);
-        ac::fence_barrier_init();
-    }
-    __syncthreads();
-    const u64 my_tiles = ac::tiles_of_block((n + TILE - 1) / TILE);
-    if (threadIdx.x < PT) {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(k) ^ 1u, {kernel, "empty", s});
-            AC_TRACE(k, ISSUED);
-            produce(k, s, &full[s]);
-        }
-    } else {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            const int s = ac::stage_of<STAGES>(k);
-            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(k), {kernel, "full", s});
-            AC_TRACE_BY(threadIdx.x == PT, k, READY);
-            AC_TRACE_BY(threadIdx.x == PT, k, COMPUTE_START);
-            consume(k, s, static_cast<int>(threadIdx.x) - PT);
-            AC_TRACE_BY(threadIdx.x == PT, k, COMPUTE_END);
-            ac::mbarrier_arrive(&empty[s]);
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 template <int PRODUCERS, int THREADS, int TILE, int STAGES>
@@ -103,7 +65,7 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PT>(n, produce, consume, "stream_ws_ldgsts" AC_TRACE_ARG);
+    ac::producer_consumer<PRODUCERS, THREADS, TILE, STAGES, PT>(n, produce, consume, "stream_ws_ldgsts" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == PT);
 }
 
@@ -138,7 +100,7 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ws_loop<PRODUCERS, THREADS, TILE, STAGES, PRODUCERS>(n, produce, consume, "stream_ws_tma" AC_TRACE_ARG);
+    ac::producer_consumer<PRODUCERS, THREADS, TILE, STAGES, PRODUCERS>(n, produce, consume, "stream_ws_tma" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == PT);
 }
 #endif
