@@ -49,6 +49,20 @@ __device__ __forceinline__ unsigned ring_word(unsigned seed, unsigned cluster, u
 constexpr unsigned WORD_MUL = 0x9E3779B1u;
 constexpr unsigned NO_CORRUPTION = 0xFFFFFFFFu;
 
+// Words w .. w + 3 of a message whose round word is `base` (both rings send and check these).
+__device__ __forceinline__ uint4 ring_quad(unsigned base, unsigned w)
+{
+    return make_uint4(base ^ (w * WORD_MUL), base ^ ((w + 1) * WORD_MUL), base ^ ((w + 2) * WORD_MUL),
+                      base ^ ((w + 3) * WORD_MUL));
+}
+
+// How many of the four received words v differ from words w .. w + 3 of the message `base`.
+__device__ __forceinline__ unsigned bad_words(uint4 v, unsigned base, unsigned w)
+{
+    const uint4 want = ring_quad(base, w);
+    return (v.x != want.x) + (v.y != want.y) + (v.z != want.z) + (v.w != want.w);
+}
+
 // One thread's VEC bytes of the message starting at word w, as st.async sends them.
 template <int VEC>
 __device__ __forceinline__ void send_chunk(unsigned* remote, unsigned w, unsigned base, unsigned flip,
@@ -64,8 +78,8 @@ __device__ __forceinline__ void send_chunk(unsigned* remote, unsigned w, unsigne
         cuda::ptx::st_async(reinterpret_cast<unsigned long long*>(remote + w), v, remote_bar);
     } else {
         static_assert(VEC == 16, "st.async stores 4, 8 or 16 bytes");
-        const unsigned v[4] = {(base ^ (w * WORD_MUL)) ^ flip, base ^ ((w + 1) * WORD_MUL),
-                               base ^ ((w + 2) * WORD_MUL), base ^ ((w + 3) * WORD_MUL)};
+        const uint4 q = ring_quad(base, w);
+        const unsigned v[4] = {q.x ^ flip, q.y, q.z, q.w};
         cuda::ptx::st_async(remote + w, v, remote_bar);
     }
 }
@@ -78,9 +92,7 @@ __device__ __forceinline__ unsigned check_message(const unsigned* msg, unsigned 
     unsigned bad = 0;
     for (unsigned w4 = threadIdx.x; w4 < words / 4; w4 += THREADS) {
         const uint4 v = reinterpret_cast<const uint4*>(msg)[w4];
-        const unsigned w = 4 * w4;
-        bad += (v.x != (base ^ (w * WORD_MUL))) + (v.y != (base ^ ((w + 1) * WORD_MUL))) +
-               (v.z != (base ^ ((w + 2) * WORD_MUL))) + (v.w != (base ^ ((w + 3) * WORD_MUL)));
+        bad += bad_words(v, base, 4 * w4);
         if (is_last && last) reinterpret_cast<uint4*>(last + static_cast<unsigned long long>(blockIdx.x) * words)[w4] = v;
     }
     return bad;
@@ -198,9 +210,9 @@ __global__ void __launch_bounds__(THREADS)
         const unsigned flip = (r == corrupt_round && rank == 0) ? 1u : 0u;
         uint4* dst = reinterpret_cast<uint4*>(gbuf + (static_cast<unsigned long long>(next) * SLOTS + s) * words);
         for (unsigned c = threadIdx.x; c < words / 4; c += THREADS) {
-            const unsigned w = 4 * c;
-            __stcg(dst + c, make_uint4((mine ^ (w * WORD_MUL)) ^ (c == 0 ? flip : 0u), mine ^ ((w + 1) * WORD_MUL),
-                                       mine ^ ((w + 2) * WORD_MUL), mine ^ ((w + 3) * WORD_MUL)));
+            uint4 q = ring_quad(mine, 4 * c);
+            q.x ^= c == 0 ? flip : 0u;
+            __stcg(dst + c, q);
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -212,9 +224,7 @@ __global__ void __launch_bounds__(THREADS)
         const unsigned pbase = ring_word(seed, cluster_id, (rank + size - 1) % size, r);
         for (unsigned c = threadIdx.x; c < words / 4; c += THREADS) {
             const uint4 v = __ldcg(src + c);
-            const unsigned w = 4 * c;
-            bad += (v.x != (pbase ^ (w * WORD_MUL))) + (v.y != (pbase ^ ((w + 1) * WORD_MUL))) +
-                   (v.z != (pbase ^ ((w + 2) * WORD_MUL))) + (v.w != (pbase ^ ((w + 3) * WORD_MUL)));
+            bad += bad_words(v, pbase, 4 * c);
             if (r + 1 == rounds && last) reinterpret_cast<uint4*>(last + static_cast<unsigned long long>(me) * words)[c] = v;
         }
         __syncthreads();  // every thread has read slot s
