@@ -165,15 +165,21 @@ def _add_cost_flags(parser) -> None:
                         help="a producer warp issues the copies, beside the compute (ws_*, tma_1d_pipeline, tma_2d)")
     parser.add_argument("--handoff-ns", type=float, default=0.0,
                         help="with --producer-warp: from a buffer's release to the producer's refill")
+    parser.add_argument("--issue-first", action="store_true",
+                        help="the computing threads refill the buffer just computed before waiting for the next tile "
+                             "(cuda::pipeline's order)")
 
 
 def _costs(args) -> dict:
     if args.handoff_ns and not args.producer_warp:
         raise AsyncCopyError("--handoff-ns is the producer warp's: add --producer-warp")
-    if getattr(args, "compute_ns", None) is None and (args.issue_ns or args.barrier_ns or args.producer_warp):
+    if args.issue_first and args.producer_warp:
+        raise AsyncCopyError("--issue-first is the computing threads' order: a producer warp refills on release")
+    if getattr(args, "compute_ns", None) is None and (args.issue_ns or args.barrier_ns or args.producer_warp
+                                                      or args.issue_first):
         raise AsyncCopyError("the kernel's costs feed the simulator: give --compute-ns too")
     return {"issue_ns": args.issue_ns, "barrier_ns": args.barrier_ns, "producer": args.producer_warp,
-            "handoff_ns": args.handoff_ns}
+            "handoff_ns": args.handoff_ns, "issue_first": args.issue_first}
 
 
 def cmd_simulate(args) -> int:
@@ -239,10 +245,13 @@ def _print_model(result, compute, overheads, png=None):
           f"({dev.latency_source}), compute per tile (traced sync): "
           + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
     if overheads:
-        print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile, between computes")
+        print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile at intensity 0 / "
+              "top, between computes")
     for label, ov in overheads.items():
-        print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_ns:5.0f}"
-              f"  between {ov.barrier_ns:5.0f}" + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else ""))
+        print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_at(0):5.0f} / "
+              f"{ov.issue_ns:5.0f}  between {ov.barrier_ns:5.0f}"
+              + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else "")
+              + ("  refills before it waits" if ov.issue_first else ""))
     print(report.table(rows, [("label", "mechanism", ""), ("intensity", "intensity", "d"),
                               ("recommended", "planned", "d"), ("best_stages", "best", "d"),
                               ("ratio", "planned/best", ".3f"), ("worst_error", "sim error", ".0%")]))

@@ -117,14 +117,14 @@ def _blocks_per_sm(device: devices.KnownDevice, smem: int, threads: int, regs: i
 def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
          static_smem: int = 0, tiles: int = 64, issue_ns: float = 0.0, barrier_ns: float = 0.0,
-         producer: bool = False, handoff_ns: float = 0.0) -> Plan:
+         producer: bool = False, handoff_ns: float = 0.0, issue_first: bool = False) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
     ``device``: a table name ("H200", "A100-40GB", ...), a KnownDevice, live DeviceFacts, or None for
     the local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
     ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``issue_ns``,
-    ``barrier_ns``, ``producer``, ``handoff_ns``: the kernel's own costs, for the simulator
-    (asynccopy.simulate)."""
+    ``barrier_ns``, ``producer``, ``handoff_ns``, ``issue_first``: the kernel's own costs and order,
+    for the simulator (asynccopy.simulate)."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
     if not ops:
         raise ArgumentError("plan needs at least one operand tile")
@@ -152,7 +152,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
                 sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
                                         latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
                                         issue_ns=issue_ns, barrier_ns=barrier_ns, producer=producer,
-                                        handoff_ns=handoff_ns)
+                                        handoff_ns=handoff_ns, issue_first=issue_first)
                 r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
     _recommend(result)
     return result

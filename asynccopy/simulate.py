@@ -11,11 +11,19 @@ Model (the tile-stream kernels' schedule):
     barrier cost) and takes ``compute_ns``;
   * issuing a tile's copy takes ``issue_ns`` of the issuing threads' time (LDGSTS: one instruction per
     16, 8 or 4 bytes per thread; TMA: one per tile). Without a producer warp the computing threads
-    issue, between their wait and their compute, so the copy leaves when they are done issuing and
-    the compute starts after it. With a producer warp (``producer=True``: ws_*, tma_1d_pipeline,
-    tma_2d) the producer issues the copy of tile k + stages once the compute of tile k has released
-    its buffer and the release has reached it (``handoff_ns``), one copy after another, beside the
-    compute.
+    issue, between their wait and their compute, and the compute starts when they are done. With a
+    producer warp (``producer=True``: ws_*, tma_1d_pipeline, tma_2d) the producer issues the copy of
+    tile k + stages once the compute of tile k has released its buffer and the release has reached
+    it (``handoff_ns``), one copy after another, beside the compute: a producer slower than the
+    compute sets the pace. Either way a copy leaves as its issue starts (the first instructions are
+    on their way while the last are issued) and is ready no earlier than its latency after that,
+    nor before its issue ends. With ``issue_first`` (cuda::pipeline's order) the computing threads
+    refill the buffer of tile k as soon as they have computed it, before they wait for tile k + 1,
+    instead of after that wait: every buffer is filled before the first compute.
+  * ``issue_ns`` and ``barrier_ns`` are the costs of a multi-stage loop. One stage is the plain
+    load-wait-compute loop of `sync`, whose fixed costs the latency holds when it is fitted to `sync`
+    (asynccopy.bench.model_check): they are not added again there, but a producer warp's issue and
+    handoff are (its one buffer puts them on the path of every tile).
 Times are in nanoseconds.
 """
 
@@ -77,10 +85,10 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
 def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, latency_ns: float,
              bandwidth_per_sm: float, blocks: int = 1, out_bytes: float | None = None,
              barrier_ns: float = 0.0, issue_ns: float = 0.0, producer: bool = False,
-             handoff_ns: float = 0.0) -> Simulation:
+             handoff_ns: float = 0.0, issue_first: bool = False) -> Simulation:
     """Run the model. ``bandwidth_per_sm`` in bytes per ns (GB/s); ``out_bytes`` per tile default =
-    ``tile_bytes`` (results written back); ``issue_ns``, ``producer``, ``handoff_ns``: see the module
-    docstring."""
+    ``tile_bytes`` (results written back); ``issue_ns``, ``producer``, ``handoff_ns``,
+    ``issue_first``: see the module docstring."""
     for name, value in (("stages", stages), ("tiles", tiles), ("blocks", blocks)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ArgumentError(f"{name} must be an integer >= 1, got {value!r}")
@@ -92,35 +100,42 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
         if not value >= 0:
             raise ArgumentError(f"{name} must be >= 0, got {value!r}")
     out_bytes = tile_bytes if out_bytes is None else out_bytes
+    if stages == 1:  # the plain loop: its fixed costs are in the latency (module docstring)
+        barrier_ns = 0.0
+        issue_ns = issue_ns if producer else 0.0
     events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
     last_end = [0.0] * blocks  # end of each block's latest compute
     server_free = stores_done = 0.0
-    queue: list[tuple[float, int, int, int, float]] = []  # (time, order, block, tile or -1 for a store, bytes)
+    # (time, order, block, tile or -1 for a store, bytes, issue end: the copy is not ready before it)
+    queue: list[tuple[float, int, int, int, float, float]] = []
     order = 0
 
-    def push(t: float, block: int, tile: int, nbytes: float) -> None:
+    def push(t: float, block: int, tile: int, nbytes: float, issued_by: float = 0.0) -> None:
         nonlocal order
-        heapq.heappush(queue, (t, order, block, tile, nbytes))
+        heapq.heappush(queue, (t, order, block, tile, nbytes, issued_by))
         order += 1
 
     # Tiles issued before the first compute: stages - 1 of them (one with a single stage); a producer
     # warp fills every buffer, one copy after another.
-    first = min(stages if producer else max(stages - 1, 1), tiles)
+    if producer and issue_first:
+        raise ArgumentError("issue_first is the computing threads' order: a producer warp already refills on release")
+    refill = producer or (issue_first and stages > 1)  # a buffer is refilled as soon as its compute ends
+    first = min(stages if refill else max(stages - 1, 1), tiles)
     producer_free = [first * issue_ns] * blocks
     if not producer:  # the computing threads issue those copies before their first compute
         last_end = [first * issue_ns] * blocks
     for b in range(blocks):
         for k in range(first):
-            push((k + 1) * issue_ns, b, k, tile_bytes)
+            push(k * issue_ns, b, k, tile_bytes, (k + 1) * issue_ns)
     while queue:
-        t, _, b, k, nbytes = heapq.heappop(queue)
+        t, _, b, k, nbytes, issued_by = heapq.heappop(queue)
         start = max(t, server_free)
         server_free = start + nbytes / bandwidth_per_sm
         if k < 0:
             stores_done = max(stores_done, server_free)  # a store only takes bandwidth
             continue
         e = events[b][k]
-        e.issued, e.ready = t, max(t + latency_ns, server_free)
+        e.issued, e.ready = t, max(t + latency_ns, server_free, issued_by)
         begin = max(e.ready, last_end[b]) + barrier_ns
         if producer:
             nxt = k + stages  # the tile that uses this buffer next, issued by the producer once it is free
@@ -128,8 +143,17 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
             e.compute_end = last_end[b] = begin + compute_ns
             push(e.compute_end, b, -1, out_bytes)
             if nxt < tiles:
-                producer_free[b] = max(e.compute_end + handoff_ns, producer_free[b]) + issue_ns
-                push(producer_free[b], b, nxt, tile_bytes)
+                start = max(e.compute_end + handoff_ns, producer_free[b])
+                producer_free[b] = start + issue_ns
+                push(start, b, nxt, tile_bytes, producer_free[b])
+        elif refill:  # the computing threads refill the buffer they just read, then wait for the next tile
+            nxt = k + stages
+            e.compute_start = begin
+            e.compute_end = begin + compute_ns
+            last_end[b] = e.compute_end + (issue_ns if nxt < tiles else 0.0)
+            push(e.compute_end, b, -1, out_bytes)
+            if nxt < tiles:
+                push(e.compute_end, b, nxt, tile_bytes, last_end[b])
         else:
             nxt = k + max(stages - 1, 1)
             issues = stages > 1 and nxt < tiles  # the next copy is issued before this compute
@@ -137,7 +161,7 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
             e.compute_end = last_end[b] = e.compute_start + compute_ns
             push(e.compute_end, b, -1, out_bytes)
             if nxt < tiles:
-                push(e.compute_start if stages > 1 else e.compute_end + issue_ns, b, nxt, tile_bytes)
+                push(begin if stages > 1 else e.compute_end, b, nxt, tile_bytes, begin + issue_ns)
     flat = [e for evs in events for e in evs]
     return Simulation(stages, blocks, tiles, flat, max(max(e.compute_end for e in flat), stores_done))
 

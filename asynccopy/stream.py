@@ -35,6 +35,7 @@ class Mechanism:
     producer_warps: int = 0  # warps added to the block to issue copies (warp-specialized kernels)
     producers_option: bool = False  # the producer warp count is the caller's choice (1..MAX_PRODUCERS)
     boundary_loads: bool = False  # a boundary tile's last < 4 floats go through registers (LDG)
+    issue_first: bool = False  # the computing threads refill a buffer before waiting for the next tile
 
     def describe(self) -> str:
         stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
@@ -57,7 +58,7 @@ MECHANISMS: dict[str, Mechanism] = {
             "ldgsts", "inline PTX cp.async + commit_group / wait_group<N>", (8, 0), None,
             vecs=(4, 8, 16), caches=("ca", "cg"), default_vec=16, default_cache="cg",
         ),
-        Mechanism("pipeline", "cuda::pipeline (block scope) + cuda::memcpy_async", (8, 0), None),
+        Mechanism("pipeline", "cuda::pipeline (block scope) + cuda::memcpy_async", (8, 0), None, issue_first=True),
         Mechanism(
             "barrier", "cuda::memcpy_async on a cuda::barrier per stage (vec = declared alignment)", (8, 0), None,
             vecs=(4, 8, 16), default_vec=16,

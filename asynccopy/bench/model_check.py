@@ -4,9 +4,12 @@ The model is calibrated in the same run, never from the table alone: bandwidth =
 device-to-device copy rate; latency = what makes the model reproduce `sync` at intensity 0 (one
 stage: latency + transfer + compute per tile, the compute from a traced `sync` run). Each mechanism
 variant's own costs come from two traced runs of it with 4 stages (intensity 0 and the highest):
-its compute per tile (linear in the intensity), the time its threads take to issue a tile's copy,
-and the fixed cost between two computes when the data is already there (`Overheads`). The traces
-are not the sweep: the sweep is what the model is checked against.
+its compute per tile and the time its threads (or its producer warp) take to issue a tile's copy,
+both linear in the intensity between the two runs (issuing slows as the computing warps take the
+SM's issue slots: a producer warp of LDGSTS takes 4x longer per tile at intensity 24 than at 0),
+the fixed cost between two computes when the data is already there, and a producer's delay from a
+buffer's release to its refill (`Overheads`). The traces are not the sweep: the sweep is what the
+model is checked against.
 """
 
 from __future__ import annotations
@@ -55,15 +58,26 @@ class Overheads:
     compute_lo: float  # compute per tile at intensity 0
     compute_hi: float  # ... at intensity_hi
     intensity_hi: int
-    issue_ns: float  # issuing one tile's copy (the computing threads', or the producer warp's, time)
+    issue_ns: float  # issuing one tile's copy at intensity_hi (the computing threads', or the producer warp's, time)
     barrier_ns: float  # between two computes, data already there: waits, arrivals, __syncthreads
     producer: bool  # a producer warp issues the copies (simulate's producer=True)
     handoff_ns: float = 0.0  # producer: from a compute's end to the producer's issue into the freed buffer
+    issue_lo_ns: float | None = None  # issuing at intensity 0 (None: as at intensity_hi)
+    issue_first: bool = False  # the computing threads refill a buffer before waiting (simulate's issue_first)
 
-    def costs(self) -> dict:
-        """The simulator's (and planner's) keyword arguments for these costs."""
-        return {"issue_ns": self.issue_ns, "barrier_ns": self.barrier_ns, "producer": self.producer,
-                "handoff_ns": self.handoff_ns}
+    def issue_at(self, intensity: int) -> float:
+        """The issue time at ``intensity``: linear between the two measured ones. Issuing slows as the
+        computing warps take more of the SM's issue slots (a producer warp of LDGSTS most of all)."""
+        if self.issue_lo_ns is None or self.intensity_hi <= 0:
+            return self.issue_ns
+        return self.issue_lo_ns + (self.issue_ns - self.issue_lo_ns) * intensity / self.intensity_hi
+
+    def costs(self, intensity: int | None = None) -> dict:
+        """The simulator's (and planner's) keyword arguments for these costs at ``intensity``
+        (None: the issue time measured at intensity_hi)."""
+        return {"issue_ns": self.issue_ns if intensity is None else self.issue_at(intensity),
+                "barrier_ns": self.barrier_ns, "producer": self.producer, "handoff_ns": self.handoff_ns,
+                "issue_first": self.issue_first}
 
     def compute_ns(self, intensity: int) -> float:
         """The compute per tile at ``intensity``: linear between the two measured ones."""
@@ -75,38 +89,62 @@ class Overheads:
         return asdict(self)
 
 
-def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: int, producer: bool) -> Overheads:
+def _median(values, what, stages):
+    if not values:
+        raise ArgumentError(f"the traces hold no {what}: trace more tiles per block (at least {stages + 2})")
+    return statistics.median(values)
+
+
+def _issue_time(blocks, *, stages: int, producer: bool) -> float:
+    """The time to issue one tile's copy, from one traced run.
+
+    Computing threads that issue: they record `issued` just before issuing tile k + stages - 1 and
+    `compute_start` of tile k just after, so the difference is the issue time.
+    A producer warp: where the buffer of tile j was free before the producer started on tile j - 1
+    (tile j - stages computed), the producer went from one copy to the next without waiting, so the
+    spacing of its `issued` records is its time per tile. When it always waited (a producer that
+    keeps up), the spacing of its first records, filling empty buffers, is."""
+    issues, fill = [], []
+    for b in blocks:
+        at = {t.tile: t for t in b.tiles}
+        if not producer:
+            issues += [at[k].compute_start - at[k + stages - 1].issued for k in at if k >= 1 and k + stages - 1 in at]
+            continue
+        fill += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
+        issues += [at[j].issued - at[j - 1].issued for j in at
+                   if j > stages and j - 1 in at and j - stages in at and at[j - stages].compute_end < at[j - 1].issued]
+    if producer and len(issues) < 8:
+        return max(0.0, _median(fill, "issue records", stages))
+    return max(0.0, _median(issues, "issue records", stages))
+
+
+def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: int, producer: bool,
+                          issue_first: bool = False) -> Overheads:
     """Overheads from the decoded traces (trace.BlockTrace lists) of one variant run with ``stages``
     stages at intensity 0 (lo) and ``intensity_hi`` (hi, compute-bound: the data is there when wanted).
 
-    issue: without a producer warp, a block's threads record `issued` just before issuing tile
-    k + stages - 1 and `compute_start` of tile k just after, so the difference is the issue time; a
-    producer warp fills the pipeline without waiting, so the spacing of its first `issued` records is.
-    barrier: the median gap between one compute's end and the next one's start, less the issue time
-    when the computing threads issue. handoff (producer): the median time from the end of tile k's
-    compute to the producer's `issued` of tile k + stages, the next tile for that buffer."""
-    def median(values, what):
-        if not values:
-            raise ArgumentError(f"the traces hold no {what}: trace more tiles per block (at least {stages + 2})")
-        return statistics.median(values)
-
-    compute_lo = median([t.compute_end - t.compute_start for b in lo_blocks for t in b.tiles], "computed tile")
-    compute_hi = median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile")
-    gaps, issues, handoffs = [], [], []
+    issue: measured in both runs (_issue_time), linear in between. barrier: the median gap between
+    one compute's end and the next one's start at hi, less the issue time when the computing threads
+    issue. handoff (producer): the median time from the end of tile k's compute to the producer's
+    `issued` of tile k + stages, the next tile for that buffer, where the producer had issued the
+    previous tile and was idle when the buffer came free (0 if it never was)."""
+    compute_lo = _median([t.compute_end - t.compute_start for b in lo_blocks for t in b.tiles], "computed tile", stages)
+    compute_hi = _median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile", stages)
+    gaps, handoffs = [], []
     for b in hi_blocks:
         at = {t.tile: t for t in b.tiles}
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
-        if producer:
-            issues += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
-            handoffs += [at[k + stages].issued - at[k].compute_end for k in at if k >= 1 and k + stages in at]
-        else:
-            issues += [at[k].compute_start - at[k + stages - 1].issued
-                       for k in at if k >= 1 and k + stages - 1 in at]
-    issue = max(0.0, median(issues, "issue records"))
-    gap = max(0.0, median(gaps, "steady-state tiles"))
-    handoff = max(0.0, median(handoffs, "producer refills")) if producer else 0.0
-    return Overheads(compute_lo, compute_hi, intensity_hi, issue, gap if producer else max(0.0, gap - issue), producer,
-                     handoff)
+    issue_hi = _issue_time(hi_blocks, stages=stages, producer=producer)
+    for b in hi_blocks if producer else ():
+        at = {t.tile: t for t in b.tiles}  # where the producer was idle when the buffer came free
+        handoffs += [at[k + stages].issued - at[k].compute_end for k in at
+                     if k >= 1 and k + stages in at and k + stages - 1 in at
+                     and at[k].compute_end >= at[k + stages - 1].issued + issue_hi]
+    issue_lo = _issue_time(lo_blocks, stages=stages, producer=producer)
+    gap = max(0.0, _median(gaps, "steady-state tiles", stages))
+    handoff = max(0.0, statistics.median(handoffs)) if producer and handoffs else 0.0
+    return Overheads(compute_lo, compute_hi, intensity_hi, issue_hi, gap if producer else max(0.0, gap - issue_hi),
+                     producer, handoff, issue_lo, issue_first)
 
 
 def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) -> dict[str, Overheads]:
@@ -130,7 +168,8 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         runs = [trace.run(r.mechanism, stages, intensity=k, tile=result.tile, threads=result.threads,
                           tiles_per_block=32, blocks_per_sm=result.blocks_per_sm, check_all=False, **opts)[1]
                 for k in (0, hi)]
-        out[r.label] = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0)
+        out[r.label] = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
+                                             issue_first=mech.issue_first)
     return out
 
 
@@ -157,9 +196,10 @@ def _tiles_per_block(result: StreamBench, sm_count: int) -> float:
 
 
 def predicted_ms(dev: devices.KnownDevice, stages: int, compute: float, result: StreamBench,
-                 ov: Overheads | None = None) -> float:
+                 ov: Overheads | None = None, intensity: int | None = None) -> float:
     tiles = _tiles_per_block(result, dev.sm_count)
-    extra = {} if ov is None else ov.costs()
+    # one stage: the producer issues while the computing threads wait, uncontended, as at intensity 0
+    extra = {} if ov is None else ov.costs(0 if stages == 1 else intensity)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=dev.latency_ns, bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9,
                             blocks=result.blocks_per_sm, **extra)
@@ -185,13 +225,13 @@ def check(result: StreamBench, compute_ns: dict[int, float],
         ov = overheads.get(label)
         compute = ov.compute_ns(k) if ov else compute_ns[k]
         tiles = max(8, round(_tiles_per_block(result, dev.sm_count)))
-        costs = {} if ov is None else ov.costs()
+        costs = {} if ov is None else ov.costs(k)
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
                          device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
                          max_stages=max(by_stages), static_smem=1024, tiles=tiles, **costs)
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        errors = [abs(predicted_ms(dev, s, compute, result, ov) - ms) / ms for s, ms in by_stages.items()]
+        errors = [abs(predicted_ms(dev, s, compute, result, ov, k) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows
@@ -222,7 +262,7 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
             stages = [s for s, _ in pts]
             compute = ov.compute_ns(k) if ov else compute_ns[k]
             ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov) for s in stages], "--", color=color, lw=1)
+            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k) for s in stages], "--", color=color, lw=1)
             at = dict(pts).get(planned.get((label, k)))
             if at is not None:
                 ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)

@@ -138,6 +138,28 @@ def test_overheads_of_a_producer_warp():
     assert ov.handoff_ns == 120 * 3 - 200 - 100  # tile k + 3 issued 200 ns before its compute, 3 computes on
 
 
+def test_overheads_of_a_producer_that_falls_behind():
+    from asynccopy.bench import model_check
+
+    # 2 stages; the producer issues a tile every 300 ns (100 at intensity 0), never waiting for a
+    # buffer: its spacing is its cost, and it was never idle when a buffer came free (no handoff)
+    def run(spacing, compute):
+        return _trace([(spacing * k, spacing * k + 50, spacing * k + 60, spacing * k + 60 + compute) for k in range(12)])
+
+    ov = model_check.overheads_from_traces(run(100, 20), run(300, 100), stages=2, intensity_hi=24, producer=True,
+                                           issue_first=False)
+    assert (ov.issue_lo_ns, ov.issue_ns, ov.handoff_ns, ov.barrier_ns) == (100, 300, 0, 200)
+    assert ov.issue_at(12) == 200 and ov.costs(12)["issue_ns"] == 200 and ov.costs()["issue_ns"] == 300
+    assert ov.costs(0) == {"issue_ns": 100, "barrier_ns": 200, "producer": True, "handoff_ns": 0, "issue_first": False}
+
+
+def test_an_old_calibration_without_issue_at_intensity_0_keeps_one_issue_time():
+    from asynccopy.bench import model_check
+
+    ov = model_check.Overheads(150.0, 1500.0, 8, 120.0, 20.0, False)
+    assert ov.issue_at(0) == ov.issue_at(8) == 120.0 and not ov.issue_first
+
+
 def test_overheads_need_enough_traced_tiles():
     from asynccopy.bench import model_check
     from asynccopy.errors import ArgumentError

@@ -91,13 +91,19 @@ def test_bench_plan_refuses_contiguous_runs(capsys):
 
 
 def test_simulate_and_plan_take_the_kernels_own_costs(capsys):
-    base = ["simulate", "--stages", "2", "--compute-ns", "1000", "--device", "H200", "--tiles", "8"]
+    base = ["simulate", "--stages", "2", "--compute-ns", "3000", "--device", "H200", "--tiles", "8"]
     assert cli.main(base) == 0
     plain = capsys.readouterr().out
     assert cli.main(base + ["--issue-ns", "300"]) == 0
     issuing = capsys.readouterr().out
     per_tile = [float(re.search(r"per SM: (\d+) ns per tile", out).group(1)) for out in (plain, issuing)]
-    assert per_tile[1] > per_tile[0] + 250  # the computing threads pay 300 ns per tile to issue
+    assert per_tile[1] > per_tile[0] + 250  # compute-bound: the computing threads pay 300 ns per tile to issue
+    latency_bound = ["simulate", "--stages", "2", "--compute-ns", "300", "--device", "H200", "--tiles", "8"]
+    outs = []
+    for extra in ([], ["--issue-first"]):
+        assert cli.main(latency_bound + extra) == 0
+        outs.append(float(re.search(r"per SM: (\d+) ns per tile", capsys.readouterr().out).group(1)))
+    assert outs[1] < outs[0]  # refilling before the wait keeps both buffers in flight
     assert cli.main(["plan", "--device", "H200", "--operand", "t:4096:f32", "--threads", "288", "--compute-ns", "1200",
                      "--blocks-per-sm", "1", "--producer-warp", "--issue-ns", "50", "--handoff-ns", "300"]) == 0
     out = capsys.readouterr().out
@@ -107,6 +113,8 @@ def test_simulate_and_plan_take_the_kernels_own_costs(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["simulate", "--stages", "2", "--compute-ns", "100", "--device", "H200", "--handoff-ns", "50"],
      "--handoff-ns is the producer warp's"),
+    (["simulate", "--stages", "2", "--compute-ns", "100", "--device", "H200", "--issue-first", "--producer-warp"],
+     "--issue-first is the computing threads' order"),
     (["plan", "--device", "H200", "--operand", "t:4096:f32", "--issue-ns", "50"], "give --compute-ns too"),
     (["bench", "--png", "x.png"], "--png draws `bench stas` or `bench --plan`"),
 ])

@@ -143,18 +143,51 @@ def test_blocks_share_the_bandwidth():
 def test_issuing_threads_pay_the_issue_before_their_compute():
     s = simulate.simulate(2, 3, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
                           issue_ns=10)
-    # tile 0 leaves at 10, lands at 60; each compute but the last issues the next copy first (10 ns)
+    # tile 0 leaves as its issue starts (0) and lands at 50; each compute but the last is preceded by
+    # 10 ns of issuing the next copy, which leaves as that issue starts
     got = [v for e in s.events for v in (e.issued, e.ready, e.compute_start, e.compute_end)]
-    assert got == pytest.approx([10, 60, 70, 170, 70, 120, 180, 280, 180, 230, 280, 380], abs=1e-6)
+    assert got == pytest.approx([0, 50, 60, 160, 50, 100, 170, 270, 160, 210, 270, 370], abs=1e-6)
+
+
+def test_a_copy_is_not_ready_before_its_issue_ends():
+    s = simulate.simulate(2, 2, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
+                          issue_ns=80)
+    assert s.events[0].ready == pytest.approx(80)  # 80 ns of issuing outlast the 50 ns of latency
 
 
 def test_a_producer_warp_refills_a_buffer_after_its_release_and_the_handoff():
     s = simulate.simulate(2, 4, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
                           issue_ns=10, producer=True, handoff_ns=5)
-    # both buffers filled at once (10, 20); tile 2 waits for tile 0's release (160) + 5 + 10 of issue
+    # both buffers filled one copy after the other (0, 10); tile 2 leaves at tile 0's release (150) + 5
     got = [v for e in s.events for v in (e.issued, e.compute_start, e.compute_end)]
-    assert got == pytest.approx([10, 60, 160, 20, 160, 260, 175, 260, 360, 275, 360, 460], abs=1e-6)
-    assert s.total_ns == pytest.approx(460)
+    assert got == pytest.approx([0, 50, 150, 10, 150, 250, 155, 250, 350, 255, 350, 450], abs=1e-6)
+    assert s.total_ns == pytest.approx(450)
+
+
+def test_a_slow_producer_sets_the_pace():
+    s = simulate.simulate(4, 40, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
+                          issue_ns=300, producer=True)
+    assert s.ns_per_tile == pytest.approx(300, rel=0.02)
+
+
+def test_issue_first_refills_the_buffer_just_computed_before_waiting():
+    # cuda::pipeline's order: both buffers filled first (0, 10), tile 2 issued into tile 0's buffer as
+    # soon as tile 0 is computed (150), its 10 ns of issue before the wait for tile 1
+    s = simulate.simulate(2, 4, tile_bytes=1, compute_ns=100, latency_ns=50, bandwidth_per_sm=1e9, out_bytes=0,
+                          issue_ns=10, issue_first=True)
+    got = [v for e in s.events for v in (e.issued, e.compute_start, e.compute_end)]
+    assert got == pytest.approx([0, 50, 150, 10, 160, 260, 150, 270, 370, 260, 370, 470], abs=1e-6)
+    with pytest.raises(ArgumentError, match="issue_first is the computing threads' order"):
+        simulate.simulate(2, 4, tile_bytes=1, compute_ns=1, latency_ns=1, bandwidth_per_sm=1.0, producer=True,
+                          issue_first=True)
+
+
+def test_one_stage_is_the_plain_loop_whose_costs_the_latency_holds():
+    plain = _sim(1, tiles=6)
+    assert _sim(1, tiles=6, issue_ns=40, barrier_ns=30).total_ns == plain.total_ns
+    # a producer's issue and handoff are not: 150 ns of issuing outlast the 100 ns of latency
+    assert _sim(1, tiles=6, issue_ns=150, producer=True).total_ns > plain.total_ns
+    assert _sim(1, tiles=6, handoff_ns=20, producer=True).total_ns > plain.total_ns
 
 
 def test_no_costs_leave_the_model_as_it_was():
