@@ -166,7 +166,8 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         stages = max((s for s in swept if s <= OVERHEAD_STAGES), default=min(swept, default=OVERHEAD_STAGES))
         hi = max(intensity_hi, OVERHEAD_MIN_INTENSITY)
         runs = [trace.run(r.mechanism, stages, intensity=k, tile=result.tile, threads=result.threads,
-                          tiles_per_block=32, blocks_per_sm=result.blocks_per_sm, check_all=False, **opts)[1]
+                          tiles_per_block=trace.MAX_TILES, blocks_per_sm=result.blocks_per_sm, check_all=False,
+                          **opts)[1]
                 for k in (0, hi)]
         out[r.label] = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
                                              issue_first=mech.issue_first)

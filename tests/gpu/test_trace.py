@@ -34,10 +34,13 @@ def test_overheads_from_real_traces():
     from asynccopy.bench.stream_bench import Row, StreamBench
 
     rows = [Row("ldgsts", "ldgsts vec16 .cg", 4, 16, "cg", "LDGSTS", 0, 1.0, 1.0, 1.0),
-            Row("ws_tma", "ws_tma p1", 4, None, None, "UBLKCP", 0, 1.0, 1.0, 1.0, producers=1)]
+            Row("ws_tma", "ws_tma p1", 4, None, None, "UBLKCP", 0, 1.0, 1.0, 1.0, producers=1),
+            Row("pipeline", "pipeline", 4, None, None, "LDGSTS", 0, 1.0, 1.0, 1.0)]
     ov = model_check.measured_overheads(StreamBench({}, 1 << 20, 4096, 256, 1, 0.5, 4000.0, rows), 8)
     ld, ws = ov["ldgsts vec16 .cg"], ov["ws_tma p1"]
     assert not ld.producer and ws.producer
     for o in (ld, ws):
         assert 0 < o.compute_lo < o.compute_hi < 20_000 and 0 < o.issue_ns < 5_000 and 0 <= o.barrier_ns < 5_000
+        assert 0 < o.issue_at(0) < 5_000
     assert ws.handoff_ns > 0 and ld.handoff_ns == 0
+    assert ov["pipeline"].issue_first and not ld.issue_first and not ws.issue_first
