@@ -71,6 +71,7 @@ class Plan:
     impossible: str | None = None
     compute_ns: float | None = None
     busy_ns: float | None = None  # a tile's time on the busiest warps with its data there: compute + own costs
+    refill_ns: float | None = None  # from a buffer's release to its next tile landing (two stages' critical path)
 
     def row(self, stages: int) -> StageRow:
         return next(r for r in self.rows if r.stages == stages)
@@ -141,10 +142,13 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
         flight = (s - 1) * stage * b
         rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
                              flight / needed if needed else 0.0))
-    busy = None
+    busy = refill = None
     if compute_ns is not None:
         busy = max(compute_ns + barrier_ns, issue_ns) if producer else compute_ns + barrier_ns + issue_ns
-    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy)
+        # a producer refills after the release reaches it and has issued the whole tile; the copy's
+        # last bytes land a latency after that (computing threads issue their share in parallel)
+        refill = dev.latency_ns + (handoff_ns + issue_ns if producer else 0.0)
+    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy, refill_ns=refill)
     if compute_ns is not None:
         bw_sm = dev.bandwidth / dev.sm_count / 1e9
         for r in rows:
@@ -156,6 +160,9 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
                 r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
     _recommend(result)
     return result
+
+
+NEAR_SATURATION = 0.9  # a tile's memory time / its work at which the planner keeps Little's law's bytes in flight
 
 
 def _device(device) -> devices.KnownDevice:
@@ -203,13 +210,28 @@ def _recommend(p: Plan) -> None:
             enough = one
             why.append("load << compute: a second buffer would save under 5% (seed 000 §7.2)")
         covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
-        if best.ns_per_tile > 1.05 * p.busy_ns and enough.coverage < 1.0 and covered:
-            # Memory-bound: the model's bandwidth is a hard ceiling, a real memory system approaches it
-            # gradually with the bytes in flight. Keep at least Little's law's worth in flight.
-            why.append(f"memory-bound (predicted {best.ns_per_tile:.0f} ns per tile > its {p.busy_ns:.0f} ns of work): "
-                       f"{covered[0].stages} stages keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that "
-                       f"Little's law asks for; {enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
+        # the SM's share of bandwidth a tile (read and its result written) takes, against its work
+        memory = enough.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
+        if enough.stages > 1 and memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
+            # At or near the bandwidth: the model's bandwidth is a hard ceiling, but a real memory
+            # system approaches it gradually with the bytes in flight, and queues lengthen its latency
+            # as it nears it. Keep at least Little's law's worth in flight.
+            why.append(f"memory-bound or near it (a tile's {memory:.0f} ns on the SM's share of the bandwidth >= "
+                       f"{100 * NEAR_SATURATION:.0f}% of its {p.busy_ns:.0f} ns of work): {covered[0].stages} stages "
+                       f"keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that Little's law asks for; "
+                       f"{enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
             enough = covered[0]
+        more = [r for r in fitting if r.stages > 2]
+        if enough.stages == 2 and p.busy_ns < p.refill_ns and more:
+            # Two buffers hold one tile in flight: the refill of a buffer must land within one tile's
+            # work, with no slack for a latency above its median; the simulator lets a copy's latency
+            # overlap its issue, which a producer throttled by its own copies does not get.
+            nxt = min((r for r in more if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages,
+                      default=more[0])
+            why.append(f"2 stages leave no slack: a buffer's refill takes {p.refill_ns:.0f} ns from its release to its "
+                       f"data (latency{' + handoff + the producer issuing a tile' if p.refill_ns > dev.latency_ns else ''})"
+                       f", more than a tile's {p.busy_ns:.0f} ns of work; {nxt.stages} stages do not wait on it")
+            enough = nxt
         p.recommended = enough.stages
         why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the best "
                    f"({best.stages} stages, {best.ns_per_tile:.0f} ns)")

@@ -118,6 +118,19 @@ def _issue_time(blocks, *, stages: int, producer: bool) -> float:
     return max(0.0, _median(issues, "issue records", stages))
 
 
+def _handoff(blocks, *, stages: int, issue: float) -> float | None:
+    """Median time from the end of tile k's compute to the producer's `issued` of tile k + stages,
+    over the tiles where the producer had issued the previous tile and was idle when the buffer came
+    free; None if it never was."""
+    handoffs = []
+    for b in blocks:
+        at = {t.tile: t for t in b.tiles}
+        handoffs += [at[k + stages].issued - at[k].compute_end for k in at
+                     if k >= 1 and k + stages in at and k + stages - 1 in at
+                     and at[k].compute_end >= at[k + stages - 1].issued + issue]
+    return max(0.0, statistics.median(handoffs)) if handoffs else None
+
+
 def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: int, producer: bool,
                           issue_first: bool = False) -> Overheads:
     """Overheads from the decoded traces (trace.BlockTrace lists) of one variant run with ``stages``
@@ -125,24 +138,23 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
 
     issue: measured in both runs (_issue_time), linear in between. barrier: the median gap between
     one compute's end and the next one's start at hi, less the issue time when the computing threads
-    issue. handoff (producer): the median time from the end of tile k's compute to the producer's
-    `issued` of tile k + stages, the next tile for that buffer, where the producer had issued the
-    previous tile and was idle when the buffer came free (0 if it never was)."""
+    issue. handoff (producer): _handoff at intensity 0, where the producer waits briefly for a buffer
+    as it does with few stages (at the top it waits whole computes, and the block's warps drift
+    apart), else at the top, else 0."""
     compute_lo = _median([t.compute_end - t.compute_start for b in lo_blocks for t in b.tiles], "computed tile", stages)
     compute_hi = _median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile", stages)
-    gaps, handoffs = [], []
+    gaps = []
     for b in hi_blocks:
         at = {t.tile: t for t in b.tiles}
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
     issue_hi = _issue_time(hi_blocks, stages=stages, producer=producer)
-    for b in hi_blocks if producer else ():
-        at = {t.tile: t for t in b.tiles}  # where the producer was idle when the buffer came free
-        handoffs += [at[k + stages].issued - at[k].compute_end for k in at
-                     if k >= 1 and k + stages in at and k + stages - 1 in at
-                     and at[k].compute_end >= at[k + stages - 1].issued + issue_hi]
     issue_lo = _issue_time(lo_blocks, stages=stages, producer=producer)
     gap = max(0.0, _median(gaps, "steady-state tiles", stages))
-    handoff = max(0.0, statistics.median(handoffs)) if producer and handoffs else 0.0
+    handoff = 0.0
+    if producer:  # from the run at intensity 0, where the producer waits briefly, as it does with few stages
+        handoff = _handoff(lo_blocks, stages=stages, issue=issue_lo)
+        handoff = _handoff(hi_blocks, stages=stages, issue=issue_hi) if handoff is None else handoff
+        handoff = handoff or 0.0
     return Overheads(compute_lo, compute_hi, intensity_hi, issue_hi, gap if producer else max(0.0, gap - issue_hi),
                      producer, handoff, issue_lo, issue_first)
 

@@ -153,6 +153,24 @@ def test_overheads_of_a_producer_that_falls_behind():
     assert ov.costs(0) == {"issue_ns": 100, "barrier_ns": 200, "producer": True, "handoff_ns": 0, "issue_first": False}
 
 
+def test_handoff_is_measured_where_the_producer_waits_briefly():
+    from asynccopy.bench import model_check
+
+    # 2 stages; the producer refills a buffer 30 ns after its release at intensity 0, 500 ns after it
+    # at the top (it waited a whole compute there): the two-stage critical path sees the first
+    def run(period, compute, handoff):
+        tiles = []
+        for k in range(12):
+            start = period * k + 60
+            issued = (0, 10)[k] if k < 2 else period * (k - 2) + 60 + compute + handoff
+            tiles.append((issued, start - 1, start, start + compute))
+        return _trace(tiles)
+
+    ov = model_check.overheads_from_traces(run(200, 100, 30), run(1100, 1000, 500), stages=2, intensity_hi=24,
+                                           producer=True)
+    assert ov.issue_ns == ov.issue_lo_ns == 10 and ov.handoff_ns == 30
+
+
 def test_an_old_calibration_without_issue_at_intensity_0_keeps_one_issue_time():
     from asynccopy.bench import model_check
 
