@@ -148,7 +148,9 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
         at = {t.tile: t for t in b.tiles}
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
     issue_hi = _issue_time(hi_blocks, stages=stages, producer=producer)
-    issue_lo = _issue_time(lo_blocks, stages=stages, producer=producer)
+    # refilling before the wait puts the wait between `issued` and `compute_start`: only the top's
+    # run, whose data is there when wanted, times the issue alone
+    issue_lo = issue_hi if issue_first else _issue_time(lo_blocks, stages=stages, producer=producer)
     gap = max(0.0, _median(gaps, "steady-state tiles", stages))
     handoff = 0.0
     if producer:  # from the run at intensity 0, where the producer waits briefly, as it does with few stages

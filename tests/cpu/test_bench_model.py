@@ -171,6 +171,20 @@ def test_handoff_is_measured_where_the_producer_waits_briefly():
     assert ov.issue_ns == ov.issue_lo_ns == 10 and ov.handoff_ns == 30
 
 
+def test_issue_first_kernels_time_their_issue_where_the_data_is_there():
+    from asynccopy.bench import model_check
+
+    # cuda::pipeline's order: `issued` of tile k + 1, then the wait for tile k, then its compute; at
+    # intensity 0 the wait (300 ns) falls inside that span, at the top the data is there (10 ns)
+    def run(period, wait):
+        return _trace([(period * (k - 1) + 50 if k else 0, period * k + 49, period * k + 50 + wait,
+                        period * k + 100 + wait) for k in range(10)])
+
+    ov = model_check.overheads_from_traces(run(400, 300), run(400, 10), stages=2, intensity_hi=24, producer=False,
+                                           issue_first=True)
+    assert ov.issue_lo_ns == ov.issue_ns == 10 and ov.issue_first
+
+
 def test_an_old_calibration_without_issue_at_intensity_0_keeps_one_issue_time():
     from asynccopy.bench import model_check
 
