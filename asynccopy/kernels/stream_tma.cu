@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
         __syncthreads();                  // every thread has finished reading the previous tile
         if (k) AC_TRACE(k - 1, RELEASED);
         AC_TRACE(k, ISSUED);
-        for (u64 e = whole + threadIdx.x; e < TILE; e += THREADS) tile[e] = e < valid ? in[t * TILE + e] : 0.0f;
+        acs::fill_tail<TILE>(tile, in + t * TILE, whole, valid, threadIdx.x, THREADS);
         barrier_t::arrival_token token;
         if (threadIdx.x == 0) {
             if (whole)
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(THREADS + 32)
         const u64 valid = acs::valid_elems<TILE>(t, n);
         const u64 whole = valid & ~3ull;
         if (valid < TILE) {  // the block's last tile: tail and padding by the producer warp's lanes
-            for (u64 e = whole + lane; e < TILE; e += 32) buf[e] = e < valid ? in[t * TILE + e] : 0.0f;
+            acs::fill_tail<TILE>(buf, in + t * TILE, whole, valid, lane, 32);
             __syncwarp();  // the lanes' stores happen before lane 0's arrive (release) below
         }
         if (lane == 0) {

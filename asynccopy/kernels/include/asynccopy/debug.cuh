@@ -29,13 +29,15 @@ struct WaitSite {
 // parity: the phase parity waited for; NO_PARITY for waits on an arrival token.
 constexpr unsigned NO_PARITY = ~0u;
 
-#if ASYNCCOPY_HANG_TIMEOUT_NS > 0
-__device__ __forceinline__ unsigned long long debug_globaltimer()
+// The GPU's nanosecond timer (%globaltimer): the hang check's clock, and the traces' (trace.cuh).
+__device__ __forceinline__ unsigned long long globaltimer()
 {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+
+#if ASYNCCOPY_HANG_TIMEOUT_NS > 0
 
 __device__ __noinline__ void report_hang(WaitSite site, unsigned parity, unsigned long long waited_ns)
 {
@@ -70,9 +72,9 @@ template <class TryWait>
 __device__ __forceinline__ void bounded_wait(TryWait try_wait, WaitSite site, unsigned parity)
 {
     if (try_wait()) return;
-    const unsigned long long start = debug_globaltimer();
+    const unsigned long long start = globaltimer();
     while (!try_wait()) {
-        const unsigned long long waited = debug_globaltimer() - start;
+        const unsigned long long waited = globaltimer() - start;
         if (waited > static_cast<unsigned long long>(ASYNCCOPY_HANG_TIMEOUT_NS)) report_hang(site, parity, waited);
     }
 }

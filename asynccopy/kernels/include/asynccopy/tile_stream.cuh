@@ -156,8 +156,18 @@ __device__ __forceinline__ void store_regs(float* tile, const TileRegs<THREADS, 
         reinterpret_cast<float4*>(tile)[threadIdx.x + j * THREADS] = r.v[j];
 }
 
-// Ordinary stores of zeros over elements [from, TILE) of a shared tile, shared by all THREADS.
-// Used by the collective-copy mechanisms, whose async copy covers only the valid prefix.
+// Elements [from, TILE) of a shared tile by ordinary loads and stores: src[e] where e < valid, zero
+// after. This thread takes from + first, from + first + step, ... . For the part of a boundary tile
+// that no async copy covers (a bulk copy moves whole 16-byte chunks, a collective copy the prefix).
+template <int TILE>
+__device__ __forceinline__ void fill_tail(float* tile, const float* __restrict__ src, u64 from, u64 valid,
+                                          unsigned first, unsigned step)
+{
+    for (u64 e = from + first; e < TILE; e += step) tile[e] = e < valid ? src[e] : 0.0f;
+}
+
+// Zeros over elements [from, TILE) of a shared tile, shared by all THREADS (fill_tail without a
+// source: written apart, the compiler cannot prove that it reads nothing and keeps the compare).
 template <int THREADS, int TILE>
 __device__ __forceinline__ void zero_tail(float* tile, u64 from)
 {

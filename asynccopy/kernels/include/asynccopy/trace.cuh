@@ -10,6 +10,8 @@
 // nanoseconds per block from the two %globaltimer readings (asynccopy.trace.decode).
 #pragma once
 
+#include <asynccopy/debug.cuh>  // globaltimer()
+
 namespace asynccopy {
 namespace trace {
 
@@ -17,13 +19,6 @@ enum Event { ISSUED = 0, READY = 1, COMPUTE_START = 2, COMPUTE_END = 3, RELEASED
 constexpr int MAX_TILES = 64;
 constexpr int HEADER = 4;
 constexpr int STRIDE = HEADER + MAX_TILES * EVENTS;
-
-__device__ __forceinline__ unsigned long long globaltimer()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ void record(unsigned long long* buf, unsigned long long tile, int event, bool who)
 {
