@@ -3,8 +3,10 @@
 Model (the tile-stream kernels' schedule):
   * each of ``blocks`` blocks on the SM walks ``tiles`` tiles through ``stages`` buffers;
   * the copy of tile k + stages - 1 is issued when tile k's compute starts (its buffer was freed by
-    the compute of tile k - 1); with one stage, the copy of tile k is issued when tile k - 1's compute
-    ends, so nothing overlaps inside the block;
+    the compute of tile k - 1; with a producer warp or ``issue_first``, tile k + stages is issued
+    into tile k's buffer once that compute ends, and the prologue fills all ``stages`` buffers);
+    with one stage, the copy of tile k is issued when tile k - 1's compute ends, so nothing
+    overlaps inside the block;
   * copies and the stores of results share the SM's share of memory bandwidth, first come first
     served: a copy issued at t finishes at max(t + latency, the end of its turn on the bandwidth);
   * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
@@ -116,7 +118,8 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
         order += 1
 
     # Tiles issued before the first compute: stages - 1 of them (one with a single stage); a producer
-    # warp fills every buffer, one copy after another.
+    # warp, or computing threads that refill before they wait (issue_first), fill every buffer, one
+    # copy after another.
     if producer and issue_first:
         raise ArgumentError("issue_first is the computing threads' order: a producer warp already refills on release")
     refill = producer or (issue_first and stages > 1)  # a buffer is refilled as soon as its compute ends

@@ -95,27 +95,49 @@ def _median(values, what, stages):
     return statistics.median(values)
 
 
+MIN_BUSY_SAMPLES = 8  # `issued` spacings of a producer that did not wait, below which it is taken as keeping up
+
+
+def _fill_spacing(blocks, stages: int) -> list[float]:
+    """The spacing of a producer's first `issued` records, filling empty buffers."""
+    out = []
+    for b in blocks:
+        at = {t.tile: t for t in b.tiles}
+        out += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
+    return out
+
+
 def _issue_time(blocks, *, stages: int, producer: bool) -> float:
     """The time to issue one tile's copy, from one traced run.
 
     Computing threads that issue: they record `issued` just before issuing tile k + stages - 1 and
-    `compute_start` of tile k just after, so the difference is the issue time.
-    A producer warp: where the buffer of tile j was free before the producer started on tile j - 1
-    (tile j - stages computed), the producer went from one copy to the next without waiting, so the
-    spacing of its `issued` records is its time per tile. When it always waited (a producer that
-    keeps up), the spacing of its first records, filling empty buffers, is."""
-    issues, fill = [], []
+    `compute_start` of tile k just after, so the difference is the issue time (for an issue-first
+    kernel the span also holds its wait and barrier: see overheads_from_traces).
+    A producer warp: where the release of tile j's buffer (tile j - stages computed, plus the
+    handoff) reached it before it started on tile j - 1, it went from one copy to the next without
+    waiting, so the spacing of its `issued` records is its time per tile. With fewer than
+    MIN_BUSY_SAMPLES such spacings (a producer that keeps up), the spacing of its first records,
+    filling empty buffers, is (or the spacings there are, if the trace has no fill).
+    Limit: the handoff is estimated where the producer was idle when a buffer came free; a handoff
+    longer than a compute leaves no such tile, and the producer then reads as busy at the compute's
+    pace. On the H200 handoffs are 50-120 ns and computes >= 150 ns (NOTES 30)."""
+    if not producer:
+        issues = []
+        for b in blocks:
+            at = {t.tile: t for t in b.tiles}
+            issues += [at[k].compute_start - at[k + stages - 1].issued for k in at if k >= 1 and k + stages - 1 in at]
+        return max(0.0, _median(issues, "issue records", stages))
+    fill = _fill_spacing(blocks, stages)
+    handoff = _handoff(blocks, stages=stages, issue=statistics.median(fill) if fill else 0.0) or 0.0
+    busy = []
     for b in blocks:
         at = {t.tile: t for t in b.tiles}
-        if not producer:
-            issues += [at[k].compute_start - at[k + stages - 1].issued for k in at if k >= 1 and k + stages - 1 in at]
-            continue
-        fill += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
-        issues += [at[j].issued - at[j - 1].issued for j in at
-                   if j > stages and j - 1 in at and j - stages in at and at[j - stages].compute_end < at[j - 1].issued]
-    if producer and len(issues) < 8:
-        return max(0.0, _median(fill, "issue records", stages))
-    return max(0.0, _median(issues, "issue records", stages))
+        busy += [at[j].issued - at[j - 1].issued for j in at
+                 if j > stages and j - 1 in at and j - stages in at
+                 and at[j - stages].compute_end + handoff <= at[j - 1].issued]
+    if len(busy) < MIN_BUSY_SAMPLES and fill:
+        busy = fill
+    return max(0.0, _median(busy, "issue records", stages))
 
 
 def _handoff(blocks, *, stages: int, issue: float) -> float | None:
@@ -149,7 +171,8 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
     issue_hi = _issue_time(hi_blocks, stages=stages, producer=producer)
     # refilling before the wait puts the wait between `issued` and `compute_start`: only the top's
-    # run, whose data is there when wanted, times the issue alone
+    # run, whose data is there when wanted, times the issue (with the wait's fixed cost and the
+    # barrier, which then come out of the between-compute cost: the time per tile is the same)
     issue_lo = issue_hi if issue_first else _issue_time(lo_blocks, stages=stages, producer=producer)
     gap = max(0.0, _median(gaps, "steady-state tiles", stages))
     handoff = 0.0
@@ -240,7 +263,7 @@ def check(result: StreamBench, compute_ns: dict[int, float],
         ov = overheads.get(label)
         compute = ov.compute_ns(k) if ov else compute_ns[k]
         tiles = max(8, round(_tiles_per_block(result, dev.sm_count)))
-        costs = {} if ov is None else ov.costs(k)
+        costs = {} if ov is None else {**ov.costs(k), "solo_issue_ns": ov.issue_at(0)}  # as predicted_ms
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
                          device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
                          max_stages=max(by_stages), static_smem=1024, tiles=tiles, **costs)
@@ -313,7 +336,11 @@ def load(path) -> tuple[StreamBench, dict[int, float], dict[str, Overheads]]:
     try:
         result = StreamBench(rows=[Row(**r) for r in data.pop("rows")], **data)
         compute = {int(k): float(v) for k, v in model["compute_ns"].items()}
-        overheads = {label: Overheads(**o) for label, o in model.get("overheads", {}).items()}
+        mechanism = {r.label: r.mechanism for r in result.rows}
+        # files from before issue_first: the variant's mechanism says its order
+        overheads = {label: Overheads(**{"issue_first": stream.MECHANISMS[mechanism[label]].issue_first
+                                         if label in mechanism else False, **o})
+                     for label, o in model.get("overheads", {}).items()}
     except (KeyError, TypeError, ValueError) as exc:
         raise ArgumentError(f"{path} is not a `bench --plan --json` file of this version: {exc}") from None
     return result, compute, overheads

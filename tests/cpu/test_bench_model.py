@@ -121,9 +121,10 @@ def test_overheads_of_threads_that_issue_their_own_copies():
     # 2 stages: tile k + 1 is issued 10 ns before tile k's compute starts; computes are 15 ns apart
     starts = [1000 + 115 * k for k in range(6)]
     hi = _trace([(starts[k - 1] - 10 if k else 0, s - 1, s, s + 100) for k, s in enumerate(starts)])
-    lo = _trace([(0, 0, 10 * k, 10 * k + 40) for k in range(4)])
+    lo = _trace([(10 * k - 13 if k else 0, 0, 10 * k, 10 * k + 40) for k in range(4)])  # issues 3 ns at intensity 0
     ov = model_check.overheads_from_traces(lo, hi, stages=2, intensity_hi=24, producer=False)
     assert (ov.compute_lo, ov.compute_hi, ov.issue_ns, ov.barrier_ns) == (40, 100, 10, 5)
+    assert ov.issue_lo_ns == 3 and ov.issue_at(12) == 6.5
     assert ov.compute_ns(12) == 70 and not ov.producer
 
 
@@ -144,7 +145,7 @@ def test_overheads_of_a_producer_that_falls_behind():
     # 2 stages; the producer issues a tile every 300 ns (100 at intensity 0), never waiting for a
     # buffer: its spacing is its cost, and it was never idle when a buffer came free (no handoff)
     def run(spacing, compute):
-        return _trace([(spacing * k, spacing * k + 50, spacing * k + 60, spacing * k + 60 + compute) for k in range(12)])
+        return _trace([(spacing * k, spacing * k + 50, spacing * k + 60, spacing * k + 60 + compute) for k in range(20)])
 
     ov = model_check.overheads_from_traces(run(100, 20), run(300, 100), stages=2, intensity_hi=24, producer=True,
                                            issue_first=False)
@@ -249,3 +250,18 @@ def test_model_plot_needs_matplotlib(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ArgumentError, match="drawing a PNG needs matplotlib"):
         model_check.plot(bench, compute, str(tmp_path / "m.png"))
+
+
+def test_a_calibration_from_before_issue_first_takes_the_mechanisms_order(tmp_path):
+    from asynccopy.bench import model_check
+
+    bench, compute = _synthetic_bench()
+    bench.rows += [_row("pipeline", s, 0, ms) for s, ms in ((2, 0.57), (4, 0.56))]
+    payload = bench.as_dict()
+    old = {"compute_lo": 150.0, "compute_hi": 1500.0, "intensity_hi": 8, "issue_ns": 120.0, "barrier_ns": 20.0,
+           "producer": False, "handoff_ns": 0.0}  # the fields of the previous version
+    payload["model"] = {"compute_ns": compute, "overheads": {"pipeline": old, "ldgsts": old}}
+    report.write(tmp_path / "old.json", payload)
+    _, _, ov = model_check.load(tmp_path / "old.json")
+    assert ov["pipeline"].issue_first and not ov["ldgsts"].issue_first and ov["pipeline"].issue_lo_ns is None
+

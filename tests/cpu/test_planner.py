@@ -278,3 +278,12 @@ def test_two_stages_need_the_refill_to_land_within_one_tiles_work():
     slow = planner.plan(["t:4096:f32"], issue_ns=1500, handoff_ns=300, **kw)
     assert slow.busy_ns < slow.refill_ns and slow.recommended == 3
     assert slow.reasons[0].startswith("2 stages leave no slack")
+
+
+def test_one_stage_takes_the_producers_issue_time_alone():
+    kw = dict(threads=288, device="H200", compute_ns=3000, blocks_per_sm=1, max_stages=4, producer=True)
+    busy = planner.plan(["t:4096:f32"], issue_ns=2500, **kw)
+    solo = planner.plan(["t:4096:f32"], issue_ns=2500, solo_issue_ns=200, **kw)
+    assert solo.row(1).ns_per_tile < busy.row(1).ns_per_tile and solo.row(2).ns_per_tile == busy.row(2).ns_per_tile
+    with pytest.raises(ArgumentError, match="issue_first is the computing threads' order"):
+        planner.plan(["t:4096:f32"], threads=288, device="H200", producer=True, issue_first=True)
