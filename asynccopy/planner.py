@@ -130,8 +130,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     computing beside it, for one stage (default ``issue_ns``; a producer of LDGSTS slows as the
     compute takes the SM's issue slots, asynccopy.bench.model_check)."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
-    if producer and issue_first:
-        raise ArgumentError("issue_first is the computing threads' order: a producer warp already refills on release")
+    simulate.check_order(producer, issue_first)
     if not ops:
         raise ArgumentError("plan needs at least one operand tile")
     if threads % 32 or not 32 <= threads <= 1024:

@@ -84,6 +84,12 @@ def _union_length(spans: list[tuple[float, float]]) -> float:
     return length
 
 
+def check_order(producer: bool, issue_first: bool) -> None:
+    """A producer warp refills on release already: issue_first is the computing threads' order."""
+    if producer and issue_first:
+        raise ArgumentError("issue_first is the computing threads' order: a producer warp already refills on release")
+
+
 def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, latency_ns: float,
              bandwidth_per_sm: float, blocks: int = 1, out_bytes: float | None = None,
              barrier_ns: float = 0.0, issue_ns: float = 0.0, producer: bool = False,
@@ -101,6 +107,7 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
                         ("handoff_ns", handoff_ns), ("barrier_ns", barrier_ns)):
         if not value >= 0:
             raise ArgumentError(f"{name} must be >= 0, got {value!r}")
+    check_order(producer, issue_first)
     out_bytes = tile_bytes if out_bytes is None else out_bytes
     if stages == 1:  # the plain loop: its fixed costs are in the latency (module docstring)
         barrier_ns = 0.0
@@ -120,8 +127,6 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
     # Tiles issued before the first compute: stages - 1 of them (one with a single stage); a producer
     # warp, or computing threads that refill before they wait (issue_first), fill every buffer, one
     # copy after another.
-    if producer and issue_first:
-        raise ArgumentError("issue_first is the computing threads' order: a producer warp already refills on release")
     refill = producer or (issue_first and stages > 1)  # a buffer is refilled as soon as its compute ends
     first = min(stages if refill else max(stages - 1, 1), tiles)
     producer_free = [first * issue_ns] * blocks

@@ -65,25 +65,24 @@ class Overheads:
     issue_lo_ns: float | None = None  # issuing at intensity 0 (None: as at intensity_hi)
     issue_first: bool = False  # the computing threads refill a buffer before waiting (simulate's issue_first)
 
+    def _between(self, lo: float, hi: float, intensity: int) -> float:
+        return lo if self.intensity_hi <= 0 else lo + (hi - lo) * intensity / self.intensity_hi
+
     def issue_at(self, intensity: int) -> float:
         """The issue time at ``intensity``: linear between the two measured ones. Issuing slows as the
         computing warps take more of the SM's issue slots (a producer warp of LDGSTS most of all)."""
-        if self.issue_lo_ns is None or self.intensity_hi <= 0:
+        if self.issue_lo_ns is None:
             return self.issue_ns
-        return self.issue_lo_ns + (self.issue_ns - self.issue_lo_ns) * intensity / self.intensity_hi
+        return self._between(self.issue_lo_ns, self.issue_ns, intensity)
 
-    def costs(self, intensity: int | None = None) -> dict:
-        """The simulator's (and planner's) keyword arguments for these costs at ``intensity``
-        (None: the issue time measured at intensity_hi)."""
-        return {"issue_ns": self.issue_ns if intensity is None else self.issue_at(intensity),
-                "barrier_ns": self.barrier_ns, "producer": self.producer, "handoff_ns": self.handoff_ns,
-                "issue_first": self.issue_first}
+    def costs(self, intensity: int) -> dict:
+        """The simulator's (and planner's) keyword arguments for these costs at ``intensity``."""
+        return {"issue_ns": self.issue_at(intensity), "barrier_ns": self.barrier_ns, "producer": self.producer,
+                "handoff_ns": self.handoff_ns, "issue_first": self.issue_first}
 
     def compute_ns(self, intensity: int) -> float:
         """The compute per tile at ``intensity``: linear between the two measured ones."""
-        if self.intensity_hi <= 0:
-            return self.compute_lo
-        return self.compute_lo + (self.compute_hi - self.compute_lo) * intensity / self.intensity_hi
+        return self._between(self.compute_lo, self.compute_hi, intensity)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -98,11 +97,15 @@ def _median(values, what, stages):
 MIN_BUSY_SAMPLES = 8  # `issued` spacings of a producer that did not wait, below which it is taken as keeping up
 
 
+def _by_tile(blocks):
+    """Each block's traced tiles, by tile index."""
+    return ({t.tile: t for t in b.tiles} for b in blocks)
+
+
 def _fill_spacing(blocks, stages: int) -> list[float]:
     """The spacing of a producer's first `issued` records, filling empty buffers."""
     out = []
-    for b in blocks:
-        at = {t.tile: t for t in b.tiles}
+    for at in _by_tile(blocks):
         out += [at[j + 1].issued - at[j].issued for j in range(stages - 1) if j in at and j + 1 in at]
     return out
 
@@ -123,15 +126,13 @@ def _issue_time(blocks, *, stages: int, producer: bool) -> float:
     pace. On the H200 handoffs are 50-120 ns and computes >= 150 ns (NOTES 30)."""
     if not producer:
         issues = []
-        for b in blocks:
-            at = {t.tile: t for t in b.tiles}
+        for at in _by_tile(blocks):
             issues += [at[k].compute_start - at[k + stages - 1].issued for k in at if k >= 1 and k + stages - 1 in at]
         return max(0.0, _median(issues, "issue records", stages))
     fill = _fill_spacing(blocks, stages)
     handoff = _handoff(blocks, stages=stages, issue=statistics.median(fill) if fill else 0.0) or 0.0
     busy = []
-    for b in blocks:
-        at = {t.tile: t for t in b.tiles}
+    for at in _by_tile(blocks):
         busy += [at[j].issued - at[j - 1].issued for j in at
                  if j > stages and j - 1 in at and j - stages in at
                  and at[j - stages].compute_end + handoff <= at[j - 1].issued]
@@ -145,8 +146,7 @@ def _handoff(blocks, *, stages: int, issue: float) -> float | None:
     over the tiles where the producer had issued the previous tile and was idle when the buffer came
     free; None if it never was."""
     handoffs = []
-    for b in blocks:
-        at = {t.tile: t for t in b.tiles}
+    for at in _by_tile(blocks):
         handoffs += [at[k + stages].issued - at[k].compute_end for k in at
                      if k >= 1 and k + stages in at and k + stages - 1 in at
                      and at[k].compute_end >= at[k + stages - 1].issued + issue]
@@ -166,8 +166,7 @@ def overheads_from_traces(lo_blocks, hi_blocks, *, stages: int, intensity_hi: in
     compute_lo = _median([t.compute_end - t.compute_start for b in lo_blocks for t in b.tiles], "computed tile", stages)
     compute_hi = _median([t.compute_end - t.compute_start for b in hi_blocks for t in b.tiles], "computed tile", stages)
     gaps = []
-    for b in hi_blocks:
-        at = {t.tile: t for t in b.tiles}
+    for at in _by_tile(hi_blocks):
         gaps += [at[k + 1].compute_start - at[k].compute_end for k in at if k >= stages and k + 1 in at]
     issue_hi = _issue_time(hi_blocks, stages=stages, producer=producer)
     # refilling before the wait puts the wait between `issued` and `compute_start`: only the top's
@@ -234,7 +233,7 @@ def _tiles_per_block(result: StreamBench, sm_count: int) -> float:
 
 
 def predicted_ms(dev: devices.KnownDevice, stages: int, compute: float, result: StreamBench,
-                 ov: Overheads | None = None, intensity: int | None = None) -> float:
+                 ov: Overheads | None = None, intensity: int = 0) -> float:
     tiles = _tiles_per_block(result, dev.sm_count)
     # one stage: the producer issues while the computing threads wait, uncontended, as at intensity 0
     extra = {} if ov is None else ov.costs(0 if stages == 1 else intensity)
