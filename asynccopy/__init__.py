@@ -4,13 +4,14 @@ from . import device
 from .build import compile, disassemble
 from .device import DeviceFacts
 from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
-from .planner import Operand, plan
-from .stream import MECHANISMS, Mechanism, StreamConfig, mechanisms, reference, run
+from .mechanism import MECHANISMS, Mechanism, mechanisms, register
+from .model import KernelCosts, Operand, plan
+from .stream import StreamConfig, reference, run
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "MECHANISMS", "Mechanism",
-    "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference", "run",
-
+    "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "KernelCosts", "MECHANISMS",
+    "Mechanism", "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference",
+    "register", "run",
 ]

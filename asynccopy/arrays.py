@@ -171,7 +171,7 @@ def to_host(ptr: int, nbytes: int, stream) -> np.ndarray:
     """nbytes from device memory at ptr, in order after the work queued on stream (a cuda.core Stream)."""
     from cuda.bindings import driver
 
-    from .build import check_driver
+    from .device import check_driver
 
     out = np.empty(max(nbytes, 1), dtype=np.uint8)
     if nbytes:
@@ -184,7 +184,7 @@ def to_device(host: np.ndarray, ptr: int, stream) -> None:
     """Copy a contiguous host array to device memory at ptr, in order on stream (synchronized)."""
     from cuda.bindings import driver
 
-    from .build import check_driver
+    from .device import check_driver
 
     host = np.ascontiguousarray(host)
     if host.nbytes:

@@ -26,22 +26,25 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from .errors import ArgumentError, CompileError, DeviceError
+from . import device
+from .device import check_driver, parse_arch
+from .errors import ArgumentError, CompileError
 
 SCHEMA = 1
 _MAGIC = b"asynccopy-cubin\n"
 
 # ---------------------------------------------------------------------------------------------
-# Toolchain: include paths, versions, arch names
+# Toolchain: include paths, versions
 
 
 def kernel_dir() -> Path:
     return Path(str(resources.files("asynccopy") / "kernels"))
 
 
-def read_kernel(name: str) -> str:
-    """The text of a kernel file shipped in ``asynccopy/kernels`` (e.g. ``"stream.cu"``)."""
-    return (kernel_dir() / name).read_text()
+def read_kernel(name: str | Path) -> str:
+    """The text of a kernel file: a name in ``asynccopy/kernels`` (``"stream.cu"``) or a path of your own."""
+    path = Path(name)
+    return (path if path.is_absolute() else kernel_dir() / path).read_text()
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,38 +102,6 @@ def toolchain() -> dict[str, str]:
         "cuda_runtime_headers": "unknown" if cudart_n is None else f"{cudart_n // 1000}.{cudart_n % 1000 // 10}",
         "cuda_core": getattr(cuda.core, "__version__", "unknown"),
     }
-
-
-def arch_of_cc(cc: tuple[int, int]) -> str:
-    """The cubin target for a compute capability: ``sm_90a`` on Hopper, ``sm_80`` on Ampere, ...
-
-    From 9.0 on, the arch-specific ``a`` target is used: wgmma and setmaxnreg exist only there, and a
-    cubin built for the exact arch loses nothing on it.
-    """
-    major, minor = cc
-    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
-
-
-def parse_arch(arch: str | int | tuple[int, int]) -> str:
-    """Normalize ``"sm_90a"``, ``"90a"``, ``"9.0"``, ``90`` or ``(9, 0)`` to ``"sm_90a"``-style names."""
-    if isinstance(arch, tuple):
-        return arch_of_cc(arch)
-    text = str(arch).strip().lower()
-    if text.startswith("sm_"):
-        text = text[3:]
-    if "." in text:
-        major, _, minor = text.partition(".")
-        if major.isdigit() and minor.isdigit():
-            return arch_of_cc((int(major), int(minor)))
-    digits = text.rstrip("af")
-    if not digits.isdigit() or len(digits) < 2:
-        raise CompileError(f"arch must look like 'sm_90a', 'sm_80' or '9.0', got {arch!r}")
-    return f"sm_{text}"
-
-
-def cc_of_arch(arch: str) -> tuple[int, int]:
-    digits = parse_arch(arch)[3:].rstrip("af")
-    return int(digits[:-1]), int(digits[-1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,9 +312,7 @@ def compile(
 
 
 def _current_arch() -> str:
-    from .device import current
-
-    return current().arch
+    return device.current().arch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,15 +352,6 @@ def disassemble(cubin: bytes, *, what: str = "--dump-sass") -> str:
 # Launching
 
 _smem_opt_in: dict[tuple[int, int], int] = {}  # (kernel handle, device) -> the limit set so far
-
-
-def check_driver(result, what: str):
-    from cuda.bindings import driver
-
-    err = result[0]
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise DeviceError(f"{what} failed: {err.name}")
-    return result[1:]
 
 
 def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:

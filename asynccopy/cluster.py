@@ -44,10 +44,10 @@ def allow_non_portable(kernel, device_id: int) -> None:
         return
     attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
     if isinstance(handle, driver.CUkernel):
-        build.check_driver(driver.cuKernelSetAttribute(attr, 1, handle, driver.CUdevice(device_id)),
+        device.check_driver(driver.cuKernelSetAttribute(attr, 1, handle, driver.CUdevice(device_id)),
                            "cuKernelSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
     else:
-        build.check_driver(driver.cuFuncSetAttribute(handle, attr, 1),
+        device.check_driver(driver.cuFuncSetAttribute(handle, attr, 1),
                            "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)")
     _non_portable.add(memo)
 

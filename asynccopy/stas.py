@@ -101,8 +101,8 @@ class RingConfig:
 
 def module(arch: str | None = None, *, threads: int = 256, fixed: tuple[int, ...] = ()) -> build.Module:
     """stas.cu with every runtime-cluster variant for ``threads`` (and fixed-cluster ones for ``fixed`` sizes)."""
-    target = build.parse_arch(arch) if arch is not None else device.current().arch
-    if build.cc_of_arch(target) < clusters_mod.MIN_CC:
+    target = device.parse_arch(arch) if arch is not None else device.current().arch
+    if device.cc_of_arch(target) < clusters_mod.MIN_CC:
         raise ArgumentError(f"st.async and clusters need compute capability 9.0; {target} is below it")
     names = [f"stas_ring<{threads}, {v}, {s}>" for v in VECS for s in SLOTS]
     names += [f"global_ring<{threads}, {s}>" for s in SLOTS]

@@ -12,86 +12,80 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import arrays, build, device
+from . import mechanism as mechanism_table
 from .errors import ArgumentError
+from .mechanism import MAX_PRODUCERS, MAX_STAGES, Mechanism
+from .model import planner
 
-MAX_STAGES = 16
 COMPILED_STAGES = tuple(range(1, 9))  # one compile builds all of these; others compile on demand
 MAX_ELEMS_PER_THREAD = 64  # a thread keeps its share of a tile in registers (sync, sync_double)
 MAX_TILES_PER_BLOCK = 1 << 29  # a block's tile counter stays below it (pipeline.cuh's exact division)
-MAX_PRODUCERS = 8  # producer warps of a warp-specialized mechanism
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    name: str
-    api: str  # what the kernel uses
-    min_cc: tuple[int, int]
-    fixed_stages: int | None  # None: any stage count in [1, MAX_STAGES]
-    vecs: tuple[int, ...] = ()  # copy widths (bytes) it accepts; () = not an option
-    caches: tuple[str, ...] = ()  # cp.async cache modes it accepts
-    default_vec: int | None = None
-    default_cache: str | None = None
-    source: str = "stream.cu"  # the kernel file
-    producer_warps: int = 0  # warps added to the block to issue copies (warp-specialized kernels)
-    producers_option: bool = False  # the producer warp count is the caller's choice (1..MAX_PRODUCERS)
-    boundary_loads: bool = False  # a boundary tile's last < 4 floats go through registers (LDG)
-    issue_first: bool = False  # the computing threads refill a buffer before waiting for the next tile
-
-    def describe(self) -> str:
-        stages = f"{self.fixed_stages} stage(s)" if self.fixed_stages else f"1..{MAX_STAGES} stages"
-        opts = []
-        if self.vecs:
-            opts.append(f"vec {'/'.join(map(str, self.vecs))} (default {self.default_vec})")
-        if self.caches:
-            opts.append(f"cache {'/'.join(self.caches)} (default {self.default_cache})")
-        if self.producers_option:
-            opts.append(f"producers 1..{MAX_PRODUCERS} warps (default {self.producer_warps})")
-        return f"CC >= {self.min_cc[0]}.{self.min_cc[1]}, {stages}" + (", " + ", ".join(opts) if opts else "")
-
-
-MECHANISMS: dict[str, Mechanism] = {
-    m.name: m
-    for m in (
-        Mechanism("sync", "ordinary loads + __syncthreads, one buffer", (7, 0), 1),
-        Mechanism("sync_double", "ordinary loads staged through registers, two buffers", (7, 0), 2),
-        Mechanism(
-            "ldgsts", "inline PTX cp.async + commit_group / wait_group<N>", (8, 0), None,
-            vecs=(4, 8, 16), caches=("ca", "cg"), default_vec=16, default_cache="cg",
-        ),
-        Mechanism("pipeline", "cuda::pipeline (block scope) + cuda::memcpy_async", (8, 0), None, issue_first=True),
-        Mechanism(
-            "barrier", "cuda::memcpy_async on a cuda::barrier per stage (vec = declared alignment)", (8, 0), None,
-            vecs=(4, 8, 16), default_vec=16,
-        ),
-        Mechanism("cg", "cooperative_groups::memcpy_async + cg::wait_prior", (8, 0), None),
-        Mechanism("primitives", "__pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior", (8, 0), None),
-        Mechanism("tma_1d", "TMA bulk copy: cuda::device::memcpy_async_tx + barrier_arrive_tx, one elected thread",
-                  (9, 0), 1, source="stream_tma.cu", boundary_loads=True),
-        Mechanism("tma_1d_pipeline", "TMA bulk copies from a producer warp, full/empty mbarriers", (9, 0), None,
-                  source="stream_tma.cu", producer_warps=1, boundary_loads=True),
-        Mechanism("tma_2d", "TMA 2D tensor copies (rows of 64 floats) from a producer warp", (9, 0), None,
-                  source="stream_tma.cu", producer_warps=1, boundary_loads=True),
-        Mechanism("ws_pipeline", "warp-specialized: partitioned cuda::pipeline, producer warps memcpy_async",
-                  (8, 0), None, source="stream_ws.cu", producer_warps=2, producers_option=True, boundary_loads=True),
-        Mechanism("ws_ldgsts", "warp-specialized: producer warps cp.async + cp.async.mbarrier.arrive.noinc "
-                  "on full/empty mbarriers", (8, 0), None, source="stream_ws.cu", producer_warps=2,
-                  producers_option=True),
-        Mechanism("ws_tma", "warp-specialized: each producer warp issues a TMA bulk copy of its share",
-                  (9, 0), None, source="stream_ws.cu", producer_warps=1, producers_option=True,
-                  boundary_loads=True),
-    )
-}
-
-
-def mechanisms() -> list[Mechanism]:
-    """Every tile-stream mechanism, with what it needs."""
-    return list(MECHANISMS.values())
 
 
 def _int(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{what} must be an integer, got {value!r}")
     return int(value)
+
+
+def _check_threads_and_tile(threads, tile) -> tuple[int, int]:
+    threads = _int(threads, "threads")
+    if threads % 32 or not 32 <= threads <= 1024:
+        raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
+    tile = _int(tile, "tile")
+    if tile <= 0 or tile % (4 * threads):
+        raise ArgumentError(f"tile must be a positive multiple of 4 x threads = {4 * threads} elements, got {tile}")
+    if tile // threads > MAX_ELEMS_PER_THREAD:
+        raise ArgumentError(f"tile / threads = {tile // threads} elements per thread exceeds {MAX_ELEMS_PER_THREAD}; "
+                            f"use more threads or a smaller tile")
+    return threads, tile
+
+
+def _check_stages(mech: Mechanism, stages, tile: int) -> int:
+    if stages is None:
+        stages = mech.fixed_stages or default_stages(tile)
+    stages = _int(stages, "stages")
+    if stages < 1:
+        raise ArgumentError(f"stages must be >= 1, got {stages}")
+    if mech.fixed_stages is not None and stages != mech.fixed_stages:
+        raise ArgumentError(f"mechanism {mech.name!r} has exactly {mech.fixed_stages} stage(s); got stages={stages}")
+    if stages > MAX_STAGES:
+        raise ArgumentError(f"stages must be <= {MAX_STAGES}, got {stages}")
+    return stages
+
+
+def _check_copy_options(mech: Mechanism, vec, cache) -> tuple[int | None, str | None]:
+    if vec is None:
+        vec = mech.default_vec
+    elif not mech.vecs:
+        raise ArgumentError(f"mechanism {mech.name!r} takes no vec option (copy width is fixed)")
+    elif _int(vec, "vec") not in mech.vecs:
+        raise ArgumentError(f"vec must be one of {', '.join(map(str, mech.vecs))} bytes for {mech.name!r}, got {vec}")
+    if cache is None:
+        cache = mech.default_cache if vec == 16 or mech.default_cache != "cg" else "ca"
+    elif not mech.caches:
+        raise ArgumentError(f"mechanism {mech.name!r} takes no cache option")
+    elif cache not in mech.caches:
+        raise ArgumentError(f"cache must be one of {', '.join(map(repr, mech.caches))}, got {cache!r}")
+    if cache == "cg" and vec != 16:
+        raise ArgumentError(f"cache='cg' (L1 bypass) needs vec=16 (PTX allows .cg only for 16-byte copies), got vec={vec}")
+    return vec, cache
+
+
+def _check_producers(mech: Mechanism, producers, threads: int) -> int:
+    if producers is None:
+        producers = mech.producer_warps
+    elif not mech.producers_option:
+        raise ArgumentError(f"mechanism {mech.name!r} takes no producers option"
+                            + (f" (it has {mech.producer_warps} producer warp)" if mech.producer_warps else ""))
+    else:
+        producers = _int(producers, "producers")
+        if not 1 <= producers <= MAX_PRODUCERS:
+            raise ArgumentError(f"producers must be a number of warps in [1, {MAX_PRODUCERS}], got {producers}")
+    if threads + 32 * producers > 1024:
+        raise ArgumentError(f"{mech.name!r} adds {producers} producer warp(s): threads + "
+                            f"{32 * producers} must be <= 1024, got threads={threads}")
+    return producers
 
 
 @dataclass(frozen=True)
@@ -113,74 +107,26 @@ class StreamConfig:
              vec: int | None = None, cache: str | None = None, producers: int | None = None,
              tiles_per_block: int = 0) -> StreamConfig:
         """Check every argument that needs no device; ``stages=None`` picks a default."""
-        if mechanism not in MECHANISMS:
-            raise ArgumentError(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
-        mech = MECHANISMS[mechanism]
-        threads = _int(threads, "threads")
-        if threads % 32 or not 32 <= threads <= 1024:
-            raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
-        tile = _int(tile, "tile")
-        if tile <= 0 or tile % (4 * threads):
-            raise ArgumentError(f"tile must be a positive multiple of 4 x threads = {4 * threads} elements, got {tile}")
-        if tile // threads > MAX_ELEMS_PER_THREAD:
-            raise ArgumentError(
-                f"tile / threads = {tile // threads} elements per thread exceeds {MAX_ELEMS_PER_THREAD}; "
-                f"use more threads or a smaller tile"
-            )
-        if stages is None:
-            stages = mech.fixed_stages or default_stages(tile)
-        stages = _int(stages, "stages")
-        if stages < 1:
-            raise ArgumentError(f"stages must be >= 1, got {stages}")
-        if mech.fixed_stages is not None and stages != mech.fixed_stages:
-            raise ArgumentError(f"mechanism {mechanism!r} has exactly {mech.fixed_stages} stage(s); got stages={stages}")
-        if stages > MAX_STAGES:
-            raise ArgumentError(f"stages must be <= {MAX_STAGES}, got {stages}")
-        if vec is None:
-            vec = mech.default_vec
-        elif not mech.vecs:
-            raise ArgumentError(f"mechanism {mechanism!r} takes no vec option (copy width is fixed)")
-        elif _int(vec, "vec") not in mech.vecs:
-            raise ArgumentError(f"vec must be one of {', '.join(map(str, mech.vecs))} bytes for {mechanism!r}, got {vec}")
-        if cache is None:
-            cache = mech.default_cache if vec == 16 or mech.default_cache != "cg" else "ca"
-        elif not mech.caches:
-            raise ArgumentError(f"mechanism {mechanism!r} takes no cache option")
-        elif cache not in mech.caches:
-            raise ArgumentError(f"cache must be 'ca' or 'cg', got {cache!r}")
-        if cache == "cg" and vec != 16:
-            raise ArgumentError(f"cache='cg' (L1 bypass) needs vec=16 (PTX allows .cg only for 16-byte copies), got vec={vec}")
-        if producers is None:
-            producers = mech.producer_warps
-        elif not mech.producers_option:
-            raise ArgumentError(f"mechanism {mechanism!r} takes no producers option"
-                                + (f" (it has {mech.producer_warps} producer warp)" if mech.producer_warps else ""))
-        else:
-            producers = _int(producers, "producers")
-            if not 1 <= producers <= MAX_PRODUCERS:
-                raise ArgumentError(f"producers must be a number of warps in [1, {MAX_PRODUCERS}], got {producers}")
-        if threads + 32 * producers > 1024:
-            raise ArgumentError(f"{mechanism!r} adds {producers} producer warp(s): threads + "
-                                f"{32 * producers} must be <= 1024, got threads={threads}")
-        if mechanism in ("ws_pipeline", "ws_ldgsts") and (tile // 4) % (32 * producers):
-            raise ArgumentError(f"{mechanism!r}: the tile's {tile // 4} 16-byte chunks must split evenly over "
-                                f"{32 * producers} producer threads ({producers} warp(s))")
-        if mechanism == "ws_tma" and tile % (4 * producers):
-            raise ArgumentError(f"ws_tma: each of {producers} producer warps copies whole 16-byte chunks: tile must "
-                                f"be a multiple of {4 * producers} floats, got {tile}")
-        if mechanism == "tma_2d" and (tile % 64 or tile // 64 > 256):
-            raise ArgumentError(f"tma_2d loads a tile as a box of rows of 64 floats: tile must be a multiple of 64 "
-                                f"and at most 256 rows (16384 floats), got {tile}")
+        mech = mechanism_table.get(mechanism)
+        threads, tile = _check_threads_and_tile(threads, tile)
+        stages = _check_stages(mech, stages, tile)
+        vec, cache = _check_copy_options(mech, vec, cache)
+        producers = _check_producers(mech, producers, threads)
         tiles_per_block = _int(tiles_per_block, "tiles_per_block")
         if not 0 <= tiles_per_block <= 1 << 20:
             raise ArgumentError(f"tiles_per_block must be 0 (a persistent grid) or a run length in [1, 2^20], "
                                 f"got {tiles_per_block}")
-        return StreamConfig(mechanism, stages, threads, tile, vec, cache, producers=producers,
-                            tiles_per_block=tiles_per_block)
+        cfg = StreamConfig(mechanism, stages, threads, tile, vec, cache, producers=producers,
+                           tiles_per_block=tiles_per_block)
+        for rule in mech.rules:
+            broken = rule(cfg)
+            if broken:
+                raise ArgumentError(broken)
+        return cfg
 
     @property
     def mech(self) -> Mechanism:
-        return MECHANISMS[self.mechanism]
+        return mechanism_table.get(self.mechanism)
 
     @property
     def smem_bytes(self) -> int:
@@ -198,23 +144,7 @@ class StreamConfig:
             )
 
     def name_expression(self, stages: int | None = None) -> str:
-        s = self.stages if stages is None else stages
-        t, tile = self.threads, self.tile
-        return {
-            "sync": f"stream_sync<{t}, {tile}>",
-            "sync_double": f"stream_sync_double<{t}, {tile}>",
-            "ldgsts": f"stream_ldgsts<{t}, {tile}, {s}, {self.vec}, {'true' if self.cache == 'cg' else 'false'}>",
-            "pipeline": f"stream_pipeline<{t}, {tile}, {s}>",
-            "barrier": f"stream_barrier<{t}, {tile}, {s}, {self.vec}>",
-            "cg": f"stream_cg<{t}, {tile}, {s}>",
-            "primitives": f"stream_primitives<{t}, {tile}, {s}>",
-            "tma_1d": f"stream_tma_1d<{t}, {tile}>",
-            "tma_1d_pipeline": f"stream_tma_1d_pipeline<{t}, {tile}, {s}>",
-            "tma_2d": f"stream_tma_2d<{t}, {tile}, {s}>",
-            "ws_pipeline": f"stream_ws_pipeline<{self.producers}, {t}, {tile}, {s}>",
-            "ws_ldgsts": f"stream_ws_ldgsts<{self.producers}, {t}, {tile}, {s}>",
-            "ws_tma": f"stream_ws_tma<{self.producers}, {t}, {tile}, {s}>",
-        }[self.mechanism]
+        return self.mech.name_expression(self if stages is None else replace(self, stages=stages))
 
     def label(self) -> str:
         extra = ""
@@ -234,7 +164,7 @@ class StreamConfig:
         return self.threads + 32 * self.producers
 
     def compiles_for(self, arch: str) -> bool:
-        return build.cc_of_arch(arch) >= self.mech.min_cc
+        return device.cc_of_arch(arch) >= self.mech.min_cc
 
     def compile(self, arch: str | None = None) -> build.Module:
         """Build this kernel's module: every stage count in COMPILED_STAGES (plus its own) at once; a
@@ -242,7 +172,7 @@ class StreamConfig:
         if arch is not None and not self.compiles_for(arch):
             need = self.mech.min_cc
             raise ArgumentError(f"mechanism {self.mechanism!r} needs compute capability {need[0]}.{need[1]}; "
-                                f"{build.parse_arch(arch)} is below it")
+                                f"{device.parse_arch(arch)} is below it")
         if self.mech.fixed_stages is not None or self.trace:  # a traced build is one measurement's
             names = (self.name_expression(),)
         else:
@@ -257,24 +187,14 @@ class StreamConfig:
 
     def expected_sass(self, arch: str) -> str | None:
         """The async-copy opcode this kernel must contain on ``arch``, None for the synchronous ones."""
-        if self.mechanism in ("tma_1d", "tma_1d_pipeline", "ws_tma"):
-            return "UBLKCP"
-        if self.mechanism == "tma_2d":
-            return "UTMALDG"
-        if self.mech.fixed_stages is not None:
-            return None
-        if self.mechanism == "barrier" and self.vec == 16 and build.cc_of_arch(arch) >= (9, 0):
-            return "UBLKCP"  # libcu++ turns a 16-byte-aligned copy on a barrier into a TMA bulk copy
-        return "LDGSTS"
+        return self.mech.copy_op(device.cc_of_arch(arch), self.vec)
 
 
 @functools.cache  # a plan costs ~50 us: run(stages=None) must not pay it per call
 def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
     """The planner's stage count for cfg's tile on a live device (asynccopy.planner)."""
-    from . import devices, planner
-
     p = planner.plan([planner.Operand("tile", (cfg.tile,), "float32")], threads=cfg.block,
-                     device=devices.from_facts(facts), blocks_per_sm=blocks_per_sm, max_stages=MAX_STAGES,
+                     device=facts, blocks_per_sm=blocks_per_sm, max_stages=MAX_STAGES,
                      static_smem=1024)
     return max(1, min(p.recommended, MAX_STAGES))
 
@@ -283,8 +203,6 @@ def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
 def default_stages(tile: int) -> int:
     """The planner's stage count for a tile with no device at hand: an H200, one block per SM
     (run() plans for the live device instead)."""
-    from . import planner
-
     p = planner.plan([planner.Operand("tile", (tile,), "float32")], threads=32, device="H200", blocks_per_sm=1,
                      max_stages=MAX_STAGES, static_smem=1024)
     return max(1, p.recommended)
@@ -321,26 +239,12 @@ def launch(cfg: StreamConfig, in_ptr: int, out_ptr: int, n: int, intensity: int,
     if per_block >= MAX_TILES_PER_BLOCK:  # stage_of / phase_of divide exactly below it (pipeline.cuh)
         raise ArgumentError(f"{per_block} tiles per block: at most {MAX_TILES_PER_BLOCK - 1} (use larger tiles)")
     args = (in_ptr, out_ptr, np.uint64(n), np.int32(intensity))
-    if cfg.mechanism == "tma_2d":
-        if n < 64:
-            raise ArgumentError(f"tma_2d views the array as rows of 64 floats and needs n >= 64, got n={n}")
-        args = (_rows_map(in_ptr, n, cfg.tile, facts.device_id),) + args
+    if cfg.mech.launch_args is not None:
+        args = cfg.mech.launch_args(cfg, in_ptr, n, facts.device_id) + args
     if cfg.trace:
         args = args + (trace_ptr,)
     kernel = _kernel(cfg, facts.arch)
     build.launch(kernel, *args, grid=grid, block=cfg.block, stream=stream, shmem=cfg.smem_bytes)
-
-
-@functools.lru_cache(maxsize=64)
-def _rows_map(ptr: int, n: int, tile: int, device_id: int):
-    """The tensor map of tma_2d: the first n // 64 rows of 64 floats at ptr, boxes of tile // 64 rows."""
-    from cuda.core import Buffer
-    from cuda.core.utils import StridedMemoryView
-
-    rows = n // 64
-    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, rows * 64 * 4), shape=(rows, 64),
-                                        dtype=np.dtype(np.float32))
-    return view.as_tensor_map(box_dim=(tile // 64, 64))
 
 
 def check_intensity(intensity) -> int:

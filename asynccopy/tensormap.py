@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .dtypes import DTYPES, dtype_name
 from .errors import ArgumentError
 
 
@@ -19,14 +20,9 @@ class TensorMapError(ArgumentError):
     """A tensor-map configuration that the driver (or the hardware) would reject or mishandle."""
 
 
-# tensor-map data types of CC 9.0: name -> (bytes per element, floating point)
-DTYPES: dict[str, tuple[int, bool]] = {
-    "uint8": (1, False), "uint16": (2, False), "uint32": (4, False), "int32": (4, False),
-    "uint64": (8, False), "int64": (8, False), "float16": (2, True), "float32": (4, True),
-    "float64": (8, True), "bfloat16": (2, True), "float32_ftz": (4, True), "tfloat32": (4, True),
-    "tfloat32_ftz": (4, True),
-}
-# NumPy dtypes that have a tensor-map type of their own (int8/int16 have none: use uint8/uint16)
+# Tensor-map data types: asynccopy.dtypes.DTYPES (int8/int16 have none of their own: use uint8/uint16).
+
+
 SWIZZLES = ("none", "32B", "64B", "128B")
 SWIZZLE_SPAN = {"32B": 32, "64B": 64, "128B": 128}
 SWIZZLE_REPEAT = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}  # also the smem alignment each needs
@@ -89,25 +85,6 @@ class TensorMapSpec:
                              **options)
 
 
-_ALIASES = {"bf16": "bfloat16", "f16": "float16", "fp16": "float16", "half": "float16", "f32": "float32",
-            "fp32": "float32", "float": "float32", "f64": "float64", "fp64": "float64", "double": "float64",
-            "tf32": "tfloat32", "u8": "uint8", "u16": "uint16", "u32": "uint32", "i32": "int32", "u64": "uint64",
-            "i64": "int64"}
-
-
-def dtype_name(dtype) -> str:
-    """The tensor-map type name of a NumPy dtype or a name ('bfloat16', 'bf16', 'tfloat32', ...)."""
-    if isinstance(dtype, str):
-        dtype = _ALIASES.get(dtype.lower(), dtype)
-        if dtype in DTYPES:
-            return dtype
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        return str(dtype)
-    return dt.name  # numpy names, and "bfloat16" from ml_dtypes
-
-
 def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> TensorMapSpec:
     """Raise TensorMapError naming the first broken rule; return the spec when it is valid.
 
@@ -116,38 +93,62 @@ def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> 
     than the span is padded to it in shared memory); with ``lint``, what is merely a likely mistake
     (a box larger than the tensor). ``safety=False, lint=False``: exactly the driver's rules.
     """
+    _fields(spec)
+    _extents(spec)
+    _box(spec)
+    if safety:
+        _safety(spec)
+    if lint:
+        for i, (b, d) in enumerate(zip(spec.box, spec.dims)):
+            if b > d:
+                raise TensorMapError(f"box_dim[{i}] = {b} is larger than the tensor's global_dim[{i}] = {d} "
+                                     f"(the driver accepts it; every load would be partly out of bounds)")
+    return spec
+
+
+def _fields(spec: TensorMapSpec) -> None:
+    """Rank, type, the enumerated fields and how many entries each list has."""
     r = spec.rank
     if not 1 <= r <= 5:
         raise TensorMapError(f"rank must be in [1, 5], got {r}")
     if spec.dtype not in DTYPES:
         raise TensorMapError(f"dtype {spec.dtype} has no tensor-map type; supported: {', '.join(DTYPES)}")
-    size, is_float = DTYPES[spec.dtype]
     for name, value, allowed in (("interleave", spec.interleave, INTERLEAVES), ("swizzle", spec.swizzle, SWIZZLES),
                                  ("l2_promotion", spec.l2_promotion, L2_PROMOTIONS), ("oob_fill", spec.oob_fill, OOB_FILLS)):
         if value not in allowed:
             raise TensorMapError(f"{name} must be one of {', '.join(allowed)} on compute capability 9.0, got {value!r}")
     if spec.interleave != "none" and r < 3:
         raise TensorMapError(f"interleave {spec.interleave} needs rank >= 3, got rank {r}")
-    align = 32 if spec.interleave == "32B" else 16
-    if spec.address % align:
-        why = " (interleave 32B)" if align == 32 else ""
-        raise TensorMapError(f"global address {spec.address:#x} must be {align}-byte aligned{why}")
     if len(spec.strides) != r - 1:
         raise TensorMapError(f"global_strides needs rank - 1 = {r - 1} entries (dims 1..{r - 1}), got {len(spec.strides)}")
     if len(spec.box) != r:
         raise TensorMapError(f"box_dim needs {r} entries, got {len(spec.box)}")
-    es = spec.element_strides if spec.element_strides is not None else (1,) * r
-    if len(es) != r:
-        raise TensorMapError(f"element_strides needs {r} entries, got {len(es)}")
+    if spec.element_strides is not None and len(spec.element_strides) != r:
+        raise TensorMapError(f"element_strides needs {r} entries, got {len(spec.element_strides)}")
+    if spec.oob_fill == "nan" and not DTYPES[spec.dtype][1]:
+        raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
+
+
+def _extents(spec: TensorMapSpec) -> None:
+    """The global address, extents and strides."""
+    align = 32 if spec.interleave == "32B" else 16
+    why = " (interleave 32B)" if align == 32 else ""
+    if spec.address % align:
+        raise TensorMapError(f"global address {spec.address:#x} must be {align}-byte aligned{why}")
     for i, d in enumerate(spec.dims):
         if not 1 <= d <= MAX_DIM:
             raise TensorMapError(f"global_dim[{i}] must be in [1, 2^32], got {d}")
     for i, s in enumerate(spec.strides, start=1):
         if s % align:
-            why = " (interleave 32B)" if align == 32 else ""
             raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be a multiple of {align}{why}")
         if not 0 < s < MAX_STRIDE:
             raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be in (0, 2^40)")
+
+
+def _box(spec: TensorMapSpec) -> None:
+    """The box, its element strides, its innermost row against the swizzle span, and its size."""
+    size = spec.elem_bytes
+    es = spec.element_strides if spec.element_strides is not None else (1,) * spec.rank
     for i, b in enumerate(spec.box):
         if not 1 <= b <= 256:
             raise TensorMapError(f"box_dim[{i}] must be in [1, 256], got {b}")
@@ -161,30 +162,27 @@ def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> 
     if spec.interleave == "none" and spec.swizzle != "none" and inner > SWIZZLE_SPAN[spec.swizzle]:
         raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} exceeds the {spec.swizzle} swizzle "
                              f"span of {SWIZZLE_SPAN[spec.swizzle]} bytes")
-    if spec.oob_fill == "nan" and not is_float:
-        raise TensorMapError(f"oob_fill nan needs a floating-point dtype, got {spec.dtype}")
     # The driver's own size check (probed on an H200, driver 580: 4000 random maps) counts the box as
     # box_dim[0] x prod(box_dim[i] // element_strides[i]) elements.
-    counted = spec.box[0] * size
+    counted = inner
     for b, e in zip(spec.box[1:], es[1:]):
         counted *= max(1, b // e)
     if counted > MAX_BOX_BYTES:
         raise TensorMapError(f"the box holds {counted} bytes; a box can be at most {MAX_BOX_BYTES // 1024} KiB, "
                              f"the shared memory of one block")
-    if safety and spec.interleave == "32B" and spec.swizzle != "32B":
+
+
+def _safety(spec: TensorMapSpec) -> None:
+    """What the driver accepts but the documentation forbids, or the hardware then does wrongly."""
+    inner = spec.box[0] * spec.elem_bytes
+    if spec.interleave == "32B" and spec.swizzle != "32B":
         raise TensorMapError(f"interleave 32B needs swizzle 32B (cuTensorMapEncodeTiled's documentation; driver 580 "
                              f"does not check it), got {spec.swizzle}")
-    if safety and spec.interleave == "none" and spec.swizzle != "none" and inner < SWIZZLE_SPAN[spec.swizzle]:
+    if spec.interleave == "none" and spec.swizzle != "none" and inner < SWIZZLE_SPAN[spec.swizzle]:
         raise TensorMapError(
-            f"box_dim[0] (innermost) x {size} bytes = {inner} is narrower than the {spec.swizzle} swizzle span: "
-            f"TMA then pads every box row to {SWIZZLE_SPAN[spec.swizzle]} bytes in shared memory (seen on an H200: "
-            f"such a load wrote past a buffer of the box's size); make the box row exactly the span")
-    if lint:
-        for i, (b, d) in enumerate(zip(spec.box, spec.dims)):
-            if b > d:
-                raise TensorMapError(f"box_dim[{i}] = {b} is larger than the tensor's global_dim[{i}] = {d} "
-                                     f"(the driver accepts it; every load would be partly out of bounds)")
-    return spec
+            f"box_dim[0] (innermost) x {spec.elem_bytes} bytes = {inner} is narrower than the {spec.swizzle} swizzle "
+            f"span: TMA then pads every box row to {SWIZZLE_SPAN[spec.swizzle]} bytes in shared memory (seen on an "
+            f"H200: such a load wrote past a buffer of the box's size); make the box row exactly the span")
 
 
 def check_coords(spec: TensorMapSpec, coords: tuple[int, ...]) -> None:

@@ -27,9 +27,9 @@ def _module(arch: str, hang_ns: int) -> build.Module:  # a new build when the ha
 
 def module(arch: str) -> build.Module:
     """The compiled tma.cu for an arch of compute capability 9.0 or newer (no GPU needed)."""
-    if build.cc_of_arch(arch) < (9, 0):
-        raise ArgumentError(f"TMA needs compute capability 9.0; {build.parse_arch(arch)} is below it")
-    return _module(build.parse_arch(arch), build.hang_timeout_ns())
+    if device.cc_of_arch(arch) < (9, 0):
+        raise ArgumentError(f"TMA needs compute capability 9.0; {device.parse_arch(arch)} is below it")
+    return _module(device.parse_arch(arch), build.hang_timeout_ns())
 
 
 def _coords(coords, spec: tensormap.TensorMapSpec) -> list[np.int32]:

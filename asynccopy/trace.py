@@ -11,9 +11,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import simulate, stream
+from . import arrays, device, stream
+from .buffers import Scratch
+from .model import simulate
 from .errors import ArgumentError, AsyncCopyError
-from .simulate import TileEvents
+from .model.simulate import TileEvents
 
 MAX_TILES = 64
 EVENTS = ("issued", "ready", "compute_start", "compute_end", "released")
@@ -93,9 +95,6 @@ def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: 
     ``check_all=False`` checks the first two tiles of every block only: the float64 reference costs
     seconds per run at high intensity, and a calibration (bench --plan) makes dozens of runs."""
     from cuda.core import Device
-
-    from . import arrays, device
-    from .bench.harness import Scratch
 
     cfg = replace(stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options), trace=True)
     intensity = stream.check_intensity(intensity)

@@ -1,49 +1,22 @@
-"""The timing harness: device buffers, fresh random inputs, CUDA-event medians, rotation past L2,
-and the device-to-device copy bandwidth that every figure is compared against."""
+"""The timing harness every suite runs on: CUDA-event medians, inputs rotated past L2, the same run's
+device-to-device copy bandwidth, and one sweep loop (prepare and check a case, then time each of its
+points, with progress).
+
+validate → compile → check correctness → time (warm-up, CUDA events, median) → rows: a suite builds
+its :class:`Case` list and turns :func:`sweep`'s samples into its own rows.
+"""
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
-from dataclasses import dataclass
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from .. import arrays, build, device
-
-
-@functools.cache
-def _util():
-    return build.compile(build.read_kernel("util.cu"), name="util")
-
-
-class Scratch:
-    """Device buffers of float32 on one stream, filled and copied with asynccopy's util kernels."""
-
-    def __init__(self, stream, facts: device.DeviceFacts):
-        self.stream = stream
-        self.facts = facts
-
-    def alloc(self, n: int):
-        from cuda.core import Device
-
-        return Device(self.facts.device_id).allocate(max(n, 1) * 4, stream=self.stream)
-
-    def _grid(self, n: int) -> int:
-        return max(1, min(self.facts.sm_count * 8, -(-n // 256)))
-
-    def fill_random(self, buf, n: int, seed: int) -> None:
-        build.launch(_util().kernel("fill_uniform"), int(buf.handle), np.uint64(n), np.uint64(seed),
-                     grid=self._grid(n), block=256, stream=self.stream)
-
-    def fill_value(self, buf, n: int, value: float) -> None:
-        build.launch(_util().kernel("fill_value"), int(buf.handle), np.uint64(n), np.float32(value),
-                     grid=self._grid(n), block=256, stream=self.stream)
-
-    def to_host(self, buf, n: int) -> np.ndarray:
-        """The first n floats of a device buffer, in order after the work queued on this stream."""
-        return arrays.to_host(int(buf.handle), n * 4, self.stream).view(np.float32)
+from ..buffers import Scratch
+from ..device import DeviceFacts
 
 
 def time_ms(fn, stream, *, warmup: int = 3, reps: int = 20) -> list[float]:
@@ -66,6 +39,14 @@ def median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+def default_progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs past L2, and the copy they are compared with
+
+
 @dataclass
 class Rotation:
     """``sets`` pairs of (in, out) buffers of n floats, rotated so that repeated runs miss in L2."""
@@ -81,11 +62,17 @@ class Rotation:
     def pair(self, i: int):
         return self.inputs[i % self.sets], self.outputs[i % self.sets]
 
+    def close(self) -> None:
+        for buf in self.inputs + self.outputs:
+            buf.close()
+
 
 def make_rotation(scratch: Scratch, n: int, *, seed: int) -> Rotation:
-    """Enough buffer pairs that the bytes touched between two uses of one pair exceed 3 x L2."""
+    """Enough buffer pairs that the bytes touched between two uses of one pair exceed 3 x L2
+    (random inputs, NaN-poisoned outputs)."""
     pair_bytes = 2 * 4 * n
-    sets = max(1, math.ceil(3 * scratch.facts.l2_bytes / pair_bytes) + 1) if pair_bytes < 3 * scratch.facts.l2_bytes else 1
+    l2 = scratch.facts.l2_bytes
+    sets = max(1, math.ceil(3 * l2 / pair_bytes) + 1) if pair_bytes < 3 * l2 else 1
     inputs = [scratch.alloc(n) for _ in range(sets)]
     outputs = [scratch.alloc(n) for _ in range(sets)]
     for k, buf in enumerate(inputs):
@@ -93,15 +80,6 @@ def make_rotation(scratch: Scratch, n: int, *, seed: int) -> Rotation:
     for buf in outputs:
         scratch.fill_value(buf, n, float("nan"))
     return Rotation(n, inputs, outputs)
-
-
-def rotating(facts: device.DeviceFacts, n: int, *, seed: int) -> tuple[object, Scratch, Rotation]:
-    """A new stream on the device, its Scratch, and rotating (in, out) buffers of n floats (random in, NaN out)."""
-    from cuda.core import Device
-
-    s = Device(facts.device_id).create_stream()
-    scratch = Scratch(s, facts)
-    return s, scratch, make_rotation(scratch, n, seed=seed)
 
 
 def copy_bandwidth(rot: Rotation, stream, *, warmup: int = 3, reps: int = 20) -> tuple[float, float]:
@@ -113,3 +91,98 @@ def copy_bandwidth(rot: Rotation, stream, *, warmup: int = 3, reps: int = 20) ->
 
     ms = median(time_ms(copy, stream, warmup=warmup, reps=reps))
     return ms, 2 * 4 * rot.n / (ms * 1e-3) / 1e9
+
+
+@dataclass
+class Workspace:
+    """A stream of its own, scratch buffers, rotating inputs of ``n`` floats and the same run's
+    device-to-device copy rate: what a suite that streams through memory measures against."""
+
+    facts: DeviceFacts
+    stream: object
+    scratch: Scratch
+    rotation: Rotation
+    seed: int
+    copy_ms: float
+    copy_gbps: float
+
+    @property
+    def n(self) -> int:
+        return self.rotation.n
+
+    def close(self) -> None:
+        self.rotation.close()
+        self.stream.close()
+
+
+def workspace(facts: DeviceFacts, size_bytes: int, *, seed: int | None = None, warmup: int = 3, reps: int = 20,
+              progress: Callable[[str], None] = default_progress) -> Workspace:
+    from cuda.core import Device
+
+    seed = int(time.time_ns() % (1 << 31)) if seed is None else seed
+    n = size_bytes // 4
+    s = Device(facts.device_id).create_stream()
+    scratch = Scratch(s, facts)
+    rot = make_rotation(scratch, n, seed=seed)
+    progress(f"device {facts.name}: {n * 4 / 2**30:.2f} GiB in + out per run, {rot.sets} rotating set(s)")
+    copy_ms, copy_gbps = copy_bandwidth(rot, s, warmup=warmup, reps=reps)
+    progress(f"device-to-device copy: {copy_ms:.3f} ms, {copy_gbps:.0f} GB/s (read + write)")
+    return Workspace(facts, s, scratch, rot, seed, copy_ms, copy_gbps)
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep loop
+
+
+class Skip(Exception):
+    """Raised by a case's prepare(): the case cannot run here (the message says why); the sweep goes on."""
+
+
+@dataclass
+class Case:
+    """One configuration of a suite: prepare() compiles and checks it (or raises Skip), run(point, i)
+    queues one run of a point (i rotates the inputs), verify() checks what the timed runs left (it
+    raises on a wrong result), finish() frees what prepare() made (always called)."""
+
+    label: str
+    points: Sequence
+    prepare: Callable[[], None]
+    run: Callable[[object, int], None]
+    verify: Callable[[], None] = lambda: None
+    finish: Callable[[], None] = lambda: None
+    describe: Callable[[dict], str] | None = None  # samples by point -> the progress line's figures
+    tag: object = None  # what the suite needs to turn the samples into its rows (its configuration)
+
+
+@dataclass
+class Timed:
+    case: Case
+    point: object
+    samples: list[float] = field(repr=False)
+
+    @property
+    def ms(self) -> float:
+        return median(self.samples)
+
+
+def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20,
+          progress: Callable[[str], None] = default_progress) -> list[Timed]:
+    """Prepare, time and finish every case in order; a line of progress per case."""
+    out: list[Timed] = []
+    for i, case in enumerate(cases, 1):
+        t0 = time.perf_counter()
+        head = f"[{i:3d}/{len(cases)}] {case.label}"
+        try:
+            try:
+                case.prepare()
+            except Skip as why:
+                progress(f"{head}: skipped ({why})")
+                continue
+            got = {p: time_ms(lambda r, p=p: case.run(p, r), stream, warmup=warmup, reps=reps) for p in case.points}
+            case.verify()
+        finally:
+            case.finish()
+        out += [Timed(case, p, samples) for p, samples in got.items()]
+        figures = case.describe(got) if case.describe else " ".join(f"{median(s):.3f}" for s in got.values()) + " ms"
+        progress(f"{head}: {figures}  ({time.perf_counter() - t0:.1f} s)")
+    return out

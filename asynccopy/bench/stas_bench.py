@@ -9,13 +9,12 @@ raises instead of reporting a speed.
 
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import asdict, dataclass
 
 from .. import device, stas
 from ..errors import ArgumentError, AsyncCopyError
-from .harness import median, time_ms
+from ..stas import VIAS
+from .harness import Case, Skip, default_progress, median, sweep
 
 DEFAULT_CLUSTERS = (2, 4, 8, 16)
 DEFAULT_MESSAGES = (256, 1024, 4096, 16384, 65536)
@@ -51,43 +50,65 @@ def rounds_for(blocks: int, message_bytes: int, *, target: int = TARGET_BYTES, l
     return max(lo, min(hi, target // max(1, blocks * message_bytes)))
 
 
-def run(cluster_sizes=DEFAULT_CLUSTERS, message_sizes=DEFAULT_MESSAGES, *, vec: int = 16, slots: int = 2,
-        threads: int = 256, reps: int = 10, warmup: int = 2, seed: int = 1, progress=None) -> StasBench:
-    facts = device.require((9, 0), "asynccopy bench stas")
-    progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    from cuda.core import Device
+def _case(c: int, m: int, s, *, vec: int, slots: int, threads: int, seed: int) -> Case:
+    """Both paths of one (cluster, message) point: the rings are prepared (and the global one given as
+    many clusters as st.async's) before timing, their error counters checked after."""
+    rings = {}
 
-    s = Device(facts.device_id).create_stream()
-    rows = []
-    cases = [(c, m) for c in cluster_sizes for m in message_sizes]
-    for i, (c, m) in enumerate(cases, 1):
-        t0 = time.perf_counter()
+    def prepare() -> None:
         try:
             dsmem = stas.prepare(c, m, 1, via="dsmem", vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
         except ArgumentError as exc:  # e.g. 16 blocks of large buffers do not fit one GPC
-            progress(f"[{i:2d}/{len(cases)}] cluster {c:2d}, {m:6d} B: skipped ({exc})")
-            continue
+            raise Skip(str(exc)) from None
         rounds = rounds_for(dsmem.blocks, m)
+        clusters = dsmem.clusters
         dsmem.close()
-        for via in ("dsmem", "global"):
-            ring = stas.prepare(c, m, rounds, via=via, vec=vec, slots=slots, threads=threads,
-                                clusters=dsmem.clusters, keep_last=False, stream=s)
-            try:
-                samples = time_ms(lambda r, ring=ring: ring.launch(seed=seed + r), s, warmup=warmup, reps=reps)
-                ring.stream.sync()
-                errors = ring.errors()  # over every launch, warm-up included
-                if errors:
-                    raise AsyncCopyError(f"{ring.cfg.label()} ring, cluster {c}, {m} B messages: {errors} words "
-                                         f"received wrong")
-                ms = median(samples)
-                rows.append(StasRow(c, m, via, ring.cfg.label(), vec, slots, ring.clusters, rounds, ms,
-                                    ring.bytes_per_launch / (ms * 1e-3) / 1e9, ms * 1e3 / rounds, samples))
-            finally:
-                ring.close()
-        d, g = rows[-2], rows[-1]
-        progress(f"[{i:2d}/{len(cases)}] cluster {c:2d}, {m:6d} B x {rounds} rounds x {d.clusters} clusters: "
-                 f"st.async {d.gbps:7.0f} GB/s, global {g.gbps:7.0f} GB/s ({d.gbps / g.gbps:.1f}x)  "
-                 f"({time.perf_counter() - t0:.1f} s)")
+        for via in VIAS:
+            rings[via] = stas.prepare(c, m, rounds, via=via, vec=vec, slots=slots, threads=threads, clusters=clusters,
+                                      keep_last=False, stream=s)
+
+    def finish() -> None:
+        for ring in rings.values():
+            ring.close()
+
+    def describe(got: dict) -> str:
+        gbps = {via: rings[via].bytes_per_launch / (median(got[via]) * 1e-3) / 1e9 for via in VIAS}
+        return (f"{rings['dsmem'].rounds} rounds x {rings['dsmem'].clusters} clusters: st.async {gbps['dsmem']:7.0f} "
+                f"GB/s, global {gbps['global']:7.0f} GB/s ({gbps['dsmem'] / gbps['global']:.1f}x)")
+
+    def run(via: str, r: int) -> None:
+        rings[via].launch(seed=seed + r)
+
+    def verify() -> None:  # a ring with errors raises instead of reporting a speed
+        for ring in rings.values():
+            ring.stream.sync()
+            errors = ring.errors()  # over every launch, warm-up included
+            if errors:
+                raise AsyncCopyError(f"{ring.cfg.label()} ring, cluster {c}, {m} B messages: {errors} words "
+                                     f"received wrong")
+
+    return Case(f"cluster {c:2d}, {m:6d} B", VIAS, prepare, run, verify, finish, describe, tag=rings)
+
+
+def run(cluster_sizes=DEFAULT_CLUSTERS, message_sizes=DEFAULT_MESSAGES, *, vec: int = 16, slots: int = 2,
+        threads: int = 256, reps: int = 10, warmup: int = 2, seed: int = 1, progress=default_progress) -> StasBench:
+    facts = device.require((9, 0), "asynccopy bench stas")
+    from cuda.core import Device
+
+    s = Device(facts.device_id).create_stream()
+    cases = [_case(c, m, s, vec=vec, slots=slots, threads=threads, seed=seed)
+             for c in cluster_sizes for m in message_sizes]
+    try:
+        timed = sweep(cases, s, warmup=warmup, reps=reps, progress=progress)
+    finally:
+        s.close()
+    rows = []
+    for t in timed:
+        ring = t.case.tag[t.point]
+        cfg = ring.cfg
+        rows.append(StasRow(cfg.cluster, cfg.message_bytes, cfg.via, cfg.label(), vec, slots, ring.clusters,
+                            ring.rounds, t.ms, ring.bytes_per_launch / (t.ms * 1e-3) / 1e9, t.ms * 1e3 / ring.rounds,
+                            t.samples))
     return StasBench(facts.as_dict(), rows)
 
 

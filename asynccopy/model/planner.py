@@ -1,9 +1,9 @@
 """How many stages? A planner that answers from the shared-memory budget, occupancy, Little's law and
 (when the compute time per tile is known) the pipeline simulator — without a GPU.
 
-Following seed 000 §7: stages cost shared memory and may cost occupancy; the smallest stage count
-whose copies in flight cover the memory latency (and keep the device's bandwidth busy) is enough.
-Below compute capability 8.0 memcpy_async is synchronous (no LDGSTS), so more stages bring nothing.
+Stages cost shared memory and may cost occupancy; the smallest stage count whose copies in flight
+cover the memory latency (and keep the device's bandwidth busy) is enough. Below compute capability
+8.0 memcpy_async is synchronous (no LDGSTS), so more stages bring nothing.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from . import devices, simulate
-from .errors import ArgumentError
-from .tensormap import DTYPES, dtype_name
+from .. import device as devices
+from ..device import DeviceFacts
+from ..dtypes import DTYPES, dtype_name
+from ..errors import ArgumentError
+from . import simulate
+from .simulate import NO_COSTS, KernelCosts
 
 KiB = 1024
 
@@ -60,7 +63,7 @@ class StageRow:
 
 @dataclass
 class Plan:
-    device: devices.KnownDevice
+    device: DeviceFacts
     operands: list[Operand]
     threads: int
     stage_bytes: int
@@ -98,7 +101,7 @@ class Plan:
         return "\n".join(lines)
 
 
-def _blocks_per_sm(device: devices.KnownDevice, smem: int, threads: int, regs: int | None,
+def _blocks_per_sm(device: DeviceFacts, smem: int, threads: int, regs: int | None,
                    requested: int | None) -> tuple[int, str]:
     warps = -(-threads // 32)
     limits = {
@@ -117,20 +120,16 @@ def _blocks_per_sm(device: devices.KnownDevice, smem: int, threads: int, regs: i
 
 def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
-         static_smem: int = 0, tiles: int = 64, issue_ns: float = 0.0, barrier_ns: float = 0.0,
-         producer: bool = False, handoff_ns: float = 0.0, issue_first: bool = False,
-         solo_issue_ns: float | None = None) -> Plan:
+         static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
-    ``device``: a table name ("H200", "A100-40GB", ...), a KnownDevice, live DeviceFacts, or None for
-    the local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
-    ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``issue_ns``,
-    ``barrier_ns``, ``producer``, ``handoff_ns``, ``issue_first``: the kernel's own costs and order,
-    for the simulator (asynccopy.simulate). ``solo_issue_ns``: a producer's issue time with nothing
-    computing beside it, for one stage (default ``issue_ns``; a producer of LDGSTS slows as the
-    compute takes the SM's issue slots, asynccopy.bench.model_check)."""
+    ``device``: a table name ("H200", "A100-40GB", ...), DeviceFacts (live or tabled), or None for the
+    local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
+    ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``costs``: the
+    kernel's own costs and order, for the simulator (asynccopy.model.simulate.KernelCosts)."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
-    simulate.check_order(producer, issue_first)
+    if not isinstance(costs, KernelCosts):
+        raise ArgumentError(f"costs must be a KernelCosts, got {type(costs).__name__}")
     if not ops:
         raise ArgumentError("plan needs at least one operand tile")
     if threads % 32 or not 32 <= threads <= 1024:
@@ -148,10 +147,11 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
                              flight / needed if needed else 0.0))
     busy = refill = None
     if compute_ns is not None:
-        busy = max(compute_ns + barrier_ns, issue_ns) if producer else compute_ns + barrier_ns + issue_ns
+        c = costs
+        busy = max(compute_ns + c.barrier_ns, c.issue_ns) if c.producer else compute_ns + c.barrier_ns + c.issue_ns
         # a producer refills after the release reaches it and has issued the whole tile; the copy's
         # last bytes land a latency after that (computing threads issue their share in parallel)
-        refill = dev.latency_ns + (handoff_ns + issue_ns if producer else 0.0)
+        refill = dev.latency_ns + (c.handoff_ns + c.issue_ns if c.producer else 0.0)
     result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy, refill_ns=refill)
     if compute_ns is not None:
         bw_sm = dev.bandwidth / dev.sm_count / 1e9
@@ -159,9 +159,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
             if r.fits and r.blocks_per_sm:
                 sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
                                         latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
-                                        issue_ns=issue_ns if r.stages > 1 or solo_issue_ns is None else solo_issue_ns,
-                                        barrier_ns=barrier_ns, producer=producer,
-                                        handoff_ns=handoff_ns, issue_first=issue_first)
+                                        costs=costs)
                 r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
     _recommend(result)
     return result
@@ -170,16 +168,15 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
 NEAR_SATURATION = 0.9  # a tile's memory time / its work at which the planner keeps Little's law's bytes in flight
 
 
-def _device(device) -> devices.KnownDevice:
-    if isinstance(device, devices.KnownDevice):
+def _device(device) -> DeviceFacts:
+    if isinstance(device, DeviceFacts):
         return device
     if isinstance(device, str):
         return devices.lookup(device)
     if device is None:
-        from .device import current
-
-        return devices.from_facts(current())
-    return devices.from_facts(device)
+        return devices.current()
+    raise ArgumentError(f"device must be a table name ({', '.join(devices.KNOWN)}), DeviceFacts or None, "
+                        f"got {type(device).__name__}")
 
 
 def _recommend(p: Plan) -> None:
@@ -195,64 +192,75 @@ def _recommend(p: Plan) -> None:
                         f"{dev.smem_per_block_optin // KiB} KiB per block ({dev.smem_per_sm // KiB} KiB per SM): "
                         f"no double buffering at this tile size")
         p.recommended = 1
-        why.append("halve the tile (or use a 2-byte dtype) to double-buffer (seed 000 §7.3)")
+        why.append("halve the tile (or use a 2-byte dtype) to double-buffer")
         return
     if dev.cc < (8, 0):
         p.recommended = 1
         why.append(f"compute capability {dev.cc[0]}.{dev.cc[1]} has no LDGSTS: memcpy_async falls back to "
-                   f"synchronous copies, so more stages bring nothing (seed 000 §7.4)")
+                   f"synchronous copies, so more stages bring nothing")
         return
     multi = [r for r in fitting if r.stages >= 2]
     if not multi:
         p.recommended = 1
         why.append("only one stage was considered (max_stages=1)")
-        return
-    if p.compute_ns is not None and all(r.ns_per_tile is not None for r in fitting):
-        best = min(fitting, key=lambda r: r.ns_per_tile)
-        enough = min((r for r in fitting if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages)
-        one = p.row(1)
-        if one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile:
-            enough = one
-            why.append("load << compute: a second buffer would save under 5% (seed 000 §7.2)")
-        covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
-        # the SM's share of bandwidth a tile (read and its result written) takes, against its work
-        memory = enough.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
-        if enough.stages > 1 and memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
-            # At or near the bandwidth: the model's bandwidth is a hard ceiling, but a real memory
-            # system approaches it gradually with the bytes in flight, and queues lengthen its latency
-            # as it nears it. Keep at least Little's law's worth in flight.
-            why.append(f"memory-bound or near it (a tile's {memory:.0f} ns on the SM's share of the bandwidth >= "
-                       f"{100 * NEAR_SATURATION:.0f}% of its {p.busy_ns:.0f} ns of work): {covered[0].stages} stages "
-                       f"keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that Little's law asks for; "
-                       f"{enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
-            enough = covered[0]
-        more = [r for r in fitting if r.stages > 2]
-        margin = enough.stages == 2 and p.busy_ns < p.refill_ns and more
-        if margin:
-            # Two buffers hold one tile in flight: the refill of a buffer must land within one tile's
-            # work, with no slack for a latency above its median; the simulator lets a copy's latency
-            # overlap its issue, which a producer throttled by its own copies does not get.
-            nxt = min((r for r in more if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages,
-                      default=more[0])
-            why.append(f"2 stages leave no slack: a buffer's refill takes {p.refill_ns:.0f} ns from its release to its "
-                       f"data (latency{' + handoff + the producer issuing a tile' if p.refill_ns > dev.latency_ns else ''})"
-                       f", more than a tile's {p.busy_ns:.0f} ns of work; {nxt.stages} stages do not wait on it "
-                       f"(the simulator lets the latency overlap the issue, and a latency above its median is not "
-                       f"in it)")
-            enough = nxt
-        p.recommended = enough.stages
-        if margin:
-            why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, a margin the "
-                       f"model does not see (its best: {best.stages} stages, {best.ns_per_tile:.0f} ns)")
-        else:
-            why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the "
-                       f"best ({best.stages} stages, {best.ns_per_tile:.0f} ns)")
-        fewer = [r for r in fitting if r.stages < enough.stages]
-        if fewer:
-            f = fewer[-1]
-            why.append(f"{f.stages} stage(s) would take {f.ns_per_tile:.0f} ns per tile "
-                       f"(+{100 * (f.ns_per_tile / enough.ns_per_tile - 1):.0f}%)")
-        return
+    elif p.compute_ns is not None and all(r.ns_per_tile is not None for r in fitting):
+        _recommend_simulated(p, fitting)
+    else:
+        _recommend_by_littles_law(p, multi)
+
+
+def _recommend_simulated(p: Plan, fitting: list[StageRow]) -> None:
+    """The smallest stage count the simulator puts within 2% of the best, kept at Little's law's bytes in
+    flight near the bandwidth, and past 2 stages when a buffer's refill cannot land within a tile's work."""
+    dev, why = p.device, p.reasons
+    best = min(fitting, key=lambda r: r.ns_per_tile)
+    enough = min((r for r in fitting if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages)
+    one = p.row(1)
+    if one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile:
+        enough = one
+        why.append("load << compute: a second buffer would save under 5%")
+    covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
+    # the SM's share of bandwidth a tile (read and its result written) takes, against its work
+    memory = enough.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
+    if enough.stages > 1 and memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
+        # At or near the bandwidth: the model's bandwidth is a hard ceiling, but a real memory system
+        # approaches it gradually with the bytes in flight, and queues lengthen its latency as it nears
+        # it. Keep at least Little's law's worth in flight.
+        why.append(f"memory-bound or near it (a tile's {memory:.0f} ns on the SM's share of the bandwidth >= "
+                   f"{100 * NEAR_SATURATION:.0f}% of its {p.busy_ns:.0f} ns of work): {covered[0].stages} stages "
+                   f"keep the {p.needed_bytes_per_sm / KiB:.0f} KiB per SM in flight that Little's law asks for; "
+                   f"{enough.stages} would keep {enough.bytes_in_flight_per_sm / KiB:.0f} KiB")
+        enough = covered[0]
+    more = [r for r in fitting if r.stages > 2]
+    margin = enough.stages == 2 and p.busy_ns < p.refill_ns and more
+    if margin:
+        # Two buffers hold one tile in flight: the refill of a buffer must land within one tile's work,
+        # with no slack for a latency above its median; the simulator lets a copy's latency overlap its
+        # issue, which a producer throttled by its own copies does not get.
+        nxt = min((r for r in more if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages,
+                  default=more[0])
+        why.append(f"2 stages leave no slack: a buffer's refill takes {p.refill_ns:.0f} ns from its release to its "
+                   f"data (latency{' + handoff + the producer issuing a tile' if p.refill_ns > dev.latency_ns else ''})"
+                   f", more than a tile's {p.busy_ns:.0f} ns of work; {nxt.stages} stages do not wait on it "
+                   f"(the simulator lets the latency overlap the issue, and a latency above its median is not in it)")
+        enough = nxt
+    p.recommended = enough.stages
+    if margin:
+        why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, a margin the "
+                   f"model does not see (its best: {best.stages} stages, {best.ns_per_tile:.0f} ns)")
+    else:
+        why.append(f"{enough.stages} stage(s): predicted {enough.ns_per_tile:.0f} ns per tile, within 2% of the "
+                   f"best ({best.stages} stages, {best.ns_per_tile:.0f} ns)")
+    fewer = [r for r in fitting if r.stages < enough.stages]
+    if fewer:
+        f = fewer[-1]
+        why.append(f"{f.stages} stage(s) would take {f.ns_per_tile:.0f} ns per tile "
+                   f"(+{100 * (f.ns_per_tile / enough.ns_per_tile - 1):.0f}%)")
+
+
+def _recommend_by_littles_law(p: Plan, multi: list[StageRow]) -> None:
+    """Without a compute time: the fewest stages whose prefetched tiles cover the latency."""
+    why = p.reasons
     covered = [r for r in multi if r.coverage >= 1.0]
     if covered:
         r = covered[0]

@@ -1,0 +1,150 @@
+"""`asynccopy bench stream | stas | chunks`: the suites, each checked and timed on the local GPU
+(`asynccopy bench` alone is `bench stream`, the main job)."""
+
+from __future__ import annotations
+
+from .. import device, mechanism
+from ..bench import chunks_bench, report, stas_bench, stream_bench
+from ..errors import AsyncCopyError
+from . import common
+from .model import print_model
+
+SUITES = ("stream", "stas", "chunks")
+
+
+def add(sub) -> None:
+    bench = sub.add_parser("bench", help="the benchmark suites on this GPU (default: stream, the main job)")
+    suites = bench.add_subparsers(dest="suite", required=True, metavar="{" + ",".join(SUITES) + "}")
+    _add_stream(suites)
+    _add_stas(suites)
+    _add_chunks(suites)
+
+
+def _add_sweep_flags(p, *, size_mib: int = 1024) -> None:
+    p.add_argument("--size-mib", type=int, default=size_mib, help="input size (the output is as large)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    common.add_output_flags(p)
+
+
+def _add_stream(suites) -> None:
+    p = suites.add_parser("stream", help="every tile-stream mechanism x stages x intensities")
+    names = ", ".join(m.name for m in mechanism.mechanisms())
+    p.add_argument("--mechanisms", type=common.names, default=None, help=f"comma-separated subset of: {names}")
+    p.add_argument("--stages", type=common.ints, default=stream_bench.DEFAULT_STAGES)
+    p.add_argument("--intensities", type=common.ints, default=stream_bench.DEFAULT_INTENSITIES)
+    p.add_argument("--tile", type=int, default=4096, help="floats per tile")
+    p.add_argument("--threads", type=int, default=256)
+    p.add_argument("--blocks-per-sm", type=int, default=1, help="blocks of the persistent grid per SM")
+    p.add_argument("--tiles-per-block", type=int, default=0,
+                   help="instead of a persistent grid, a block per this many contiguous tiles")
+    p.add_argument("--quick", action="store_true", help="stages 1,2,4,8, intensities 0,2,8, 10 reps")
+    p.add_argument("--plan", action="store_true",
+                   help="also check the planner's stage counts and the simulator's times against the sweep")
+    p.add_argument("--png", default=None, help="with --plan: the model against the measured times, a panel per variant")
+    _add_sweep_flags(p)
+    p.set_defaults(fn=cmd_stream)
+
+
+def _add_stas(suites) -> None:
+    p = suites.add_parser("stas", help="the st.async cluster ring against the same exchange through global memory")
+    p.add_argument("--cluster-sizes", type=common.ints, default=stas_bench.DEFAULT_CLUSTERS, help="blocks per cluster")
+    p.add_argument("--message-bytes", type=common.ints, default=stas_bench.DEFAULT_MESSAGES,
+                   help="bytes each block sends per round")
+    p.add_argument("--vec", type=int, default=16, help="st.async width, 4, 8 or 16 bytes")
+    p.add_argument("--slots", type=int, default=2, help="receive buffers per block, 1, 2 or 4")
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--png", default=None, help="throughput against message size")
+    common.add_output_flags(p)
+    p.set_defaults(fn=cmd_stas)
+
+
+def _add_chunks(suites) -> None:
+    p = suites.add_parser("chunks", help="LDGSTS against TMA bulk copies per chunk size (CC 9.0)")
+    p.add_argument("--chunks", type=common.ints, default=chunks_bench.DEFAULT_CHUNKS, help="bytes per tile")
+    _add_sweep_flags(p)
+    p.set_defaults(fn=cmd_chunks)
+
+
+STREAM_COLUMNS = [("label", "mechanism", ""), ("copy_op", "copy", ""), ("stages", "stages", "d"),
+                  ("intensity", "intensity", "d"), ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"),
+                  ("pct_copy", "% copy", ".1f"), ("speedup_vs_sync", "x sync", ".2f")]
+
+
+def cmd_stream(args) -> int:
+    if args.plan and args.tiles_per_block:
+        raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
+    if args.png and not args.plan:
+        raise AsyncCopyError("--png draws the model check: add --plan")
+    if args.quick:
+        stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
+    else:
+        stages, intensities, reps = args.stages, args.intensities, args.reps
+    facts = device.current()  # fails here, in one line, without a GPU
+    cfgs = stream_bench.configs(args.mechanisms, stages, tile=args.tile, threads=args.threads,
+                                smem_limit=facts.smem_per_block_optin, where=facts.name, arch=facts.arch,
+                                tiles_per_block=args.tiles_per_block)
+    if not cfgs:
+        raise AsyncCopyError("no configuration to run (every one was filtered out or does not fit)")
+    result = stream_bench.run(cfgs, intensities, size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
+                              blocks_per_sm=args.blocks_per_sm)
+    print(report.table(sorted(result.rows, key=lambda r: (r.intensity, r.ms)), STREAM_COLUMNS))
+    print()
+    for line in stream_bench.summary(result):
+        print(line)
+    payload = result.as_dict()
+    try:
+        if args.plan:
+            payload["model"] = _model_check(result, intensities, args.png)
+    finally:  # the sweep is written even if the model check fails or is interrupted
+        common.write(args, payload)
+    return 0
+
+
+def _model_check(result, intensities, png=None) -> dict:
+    from ..bench import model_check
+
+    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
+                                              blocks_per_sm=result.blocks_per_sm)
+    print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
+          f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
+    overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
+    dev, rows = print_model(result, compute, overheads, png)
+    return {"latency_ns": dev.latency_ns, "compute_ns": compute,
+            "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows}
+
+
+def cmd_stas(args) -> int:
+    device.require((9, 0), "asynccopy bench stas")
+    result = stas_bench.run(args.cluster_sizes, args.message_bytes, vec=args.vec, slots=args.slots, reps=args.reps)
+    print(report.table(result.rows, [("cluster", "cluster", "d"), ("message_bytes", "message B", "d"),
+                                     ("label", "path", ""), ("clusters", "clusters", "d"), ("rounds", "rounds", "d"),
+                                     ("ms", "ms", ".3f"), ("gbps", "GB/s", ".0f"),
+                                     ("us_per_round", "us/round", ".2f")]))
+    ratios = stas_bench.speedups(result)
+    print()
+    print(report.table(ratios, [("cluster", "cluster", "d"), ("message_bytes", "message B", "d"),
+                                ("dsmem_gbps", "st.async GB/s", ".0f"), ("global_gbps", "global GB/s", ".0f"),
+                                ("ratio", "st.async / global", ".2f")]))
+    two = [r["ratio"] for r in ratios if r["cluster"] == 2]
+    if two:
+        print(f"\ncluster 2: st.async is {min(two):.2f}x to {max(two):.2f}x the global-memory ring's throughput")
+    if args.png:
+        print(f"wrote {stas_bench.plot(result, args.png)}")
+    common.write(args, result.as_dict())
+    return 0
+
+
+def cmd_chunks(args) -> int:
+    device.require((9, 0), "asynccopy bench chunks")
+    result = chunks_bench.run(args.chunks, size_bytes=args.size_mib << 20, reps=args.reps, warmup=args.warmup)
+    print(report.table(result.rows, [("chunk_bytes", "chunk B", "d"), ("mechanism", "mechanism", ""),
+                                     ("threads", "threads", "d"), ("stages", "stages", "d"),
+                                     ("blocks_per_sm", "blocks/SM", "d"), ("ms", "ms", ".3f"),
+                                     ("gbps", "GB/s", ".0f"), ("pct_copy", "% copy", ".1f")]))
+    first, second = result.pair
+    at = chunks_bench.crossover(result.rows, result.pair)
+    print(f"\ndevice-to-device copy: {result.copy_gbps:.0f} GB/s")
+    print(f"{second} >= {first} from {at} B chunks on" if at else f"{second} never overtakes {first} for good here")
+    common.write(args, result.as_dict())
+    return 0

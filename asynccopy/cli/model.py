@@ -1,0 +1,160 @@
+"""`asynccopy plan | simulate | trace | model-check`: the pipeline model from the command line."""
+
+from __future__ import annotations
+
+import statistics
+
+from .. import device
+from ..bench import report
+from . import common
+
+
+def add(sub) -> None:
+    names = ", ".join(device.KNOWN)
+    pl = sub.add_parser("plan", help="choose the stage count: shared memory, occupancy, Little's law (no GPU needed)")
+    pl.add_argument("--operand", action="append", required=True, help="a tile per stage: NAME:128x32:bf16 (repeat)")
+    pl.add_argument("--threads", type=int, default=256)
+    pl.add_argument("--device", help=f"{names} (default: the local GPU)")
+    pl.add_argument("--regs", type=int, default=None, help="registers per thread")
+    pl.add_argument("--compute-ns", type=float, default=None, help="compute time per tile (enables predictions)")
+    pl.add_argument("--blocks-per-sm", type=int, default=None, help="cap on resident blocks per SM")
+    pl.add_argument("--max-stages", type=int, default=8)
+    common.add_cost_flags(pl)
+    pl.set_defaults(fn=cmd_plan)
+
+    sim = sub.add_parser("simulate", help="the pipeline model's timeline (text, or PNG with --png)")
+    sim.add_argument("--stages", type=int, required=True)
+    sim.add_argument("--tiles", type=int, default=32)
+    sim.add_argument("--tile-bytes", type=int, default=16384)
+    sim.add_argument("--compute-ns", type=float, required=True)
+    sim.add_argument("--device", default=None, help=f"{names} (default: the local GPU)")
+    sim.add_argument("--latency-ns", type=float, default=None, help="default: the device's")
+    sim.add_argument("--bandwidth-gbps", type=float, default=None, help="device bandwidth (default: the device's)")
+    sim.add_argument("--blocks-per-sm", type=int, default=1)
+    common.add_cost_flags(sim)
+    sim.add_argument("--png", default=None)
+    sim.set_defaults(fn=cmd_simulate)
+
+    tr = sub.add_parser("trace", help="a traced run: measured per-tile timeline beside the simulator's (GPU)")
+    tr.add_argument("--mechanism", default="ldgsts")
+    tr.add_argument("--stages", type=int, default=None)
+    tr.add_argument("--intensity", type=int, default=8)
+    tr.add_argument("--tile", type=int, default=4096)
+    tr.add_argument("--threads", type=int, default=256)
+    tr.add_argument("--tiles", type=int, default=32, help="tiles per block (at most 64 are traced)")
+    tr.add_argument("--block", type=int, default=0)
+    tr.add_argument("--vec", type=int, default=None, help="copy width in bytes, where the mechanism takes one")
+    tr.add_argument("--cache", default=None, help="ldgsts: ca or cg")
+    tr.add_argument("--producers", type=int, default=None, help="warp-specialized mechanisms: producer warps")
+    tr.add_argument("--png", default=None)
+    tr.set_defaults(fn=cmd_trace)
+
+    mc = sub.add_parser("model-check", help="check the model again on a `bench stream --plan --json` file (no GPU)")
+    mc.add_argument("file")
+    mc.add_argument("--sync-only", action="store_true",
+                    help="ignore the variants' own costs: the traced baseline compute only, no issue cost")
+    mc.add_argument("--png", default=None, help="the model against the measured times, a panel per variant")
+    mc.set_defaults(fn=cmd_model_check)
+
+
+def _table_device(name):
+    if name is not None:
+        return device.lookup(name)
+    if device.has_gpu():
+        return device.current()
+    print("no local GPU: planning for the H200 (pass --device to choose)")
+    return device.lookup("H200")
+
+
+def cmd_plan(args) -> int:
+    from ..model import planner
+
+    p = planner.plan(args.operand, threads=args.threads, device=_table_device(args.device), regs_per_thread=args.regs,
+                     compute_ns=args.compute_ns, blocks_per_sm=args.blocks_per_sm, max_stages=args.max_stages,
+                     costs=common.costs(args))
+    print(p.report())
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    from ..model import simulate
+
+    costs = common.costs(args)
+    dev = device.lookup(args.device) if args.device else device.current()
+    bw = (dev.bandwidth / 1e9 if args.bandwidth_gbps is None else args.bandwidth_gbps) / dev.sm_count
+    latency = dev.latency_ns if args.latency_ns is None else args.latency_ns
+    sim = simulate.simulate(args.stages, args.tiles, tile_bytes=args.tile_bytes, compute_ns=args.compute_ns,
+                            latency_ns=latency, bandwidth_per_sm=bw, blocks=args.blocks_per_sm, costs=costs)
+    print(f"{dev.name}: {bw:.1f} GB/s per SM, latency {latency:.0f} ns, "
+          f"tile {args.tile_bytes} B in + out, compute {args.compute_ns:.0f} ns per tile")
+    print(simulate.timeline_text(sim, tiles=min(args.tiles, 12)))
+    if args.png:
+        print(f"wrote {simulate.timeline_png(sim, args.png, tiles=min(args.tiles, 12))}")
+    return 0
+
+
+def cmd_trace(args) -> int:
+    from .. import trace
+    from ..model import simulate
+
+    opts = {k: v for k, v in (("vec", args.vec), ("cache", args.cache), ("producers", args.producers)) if v is not None}
+    cfg, blocks = trace.run(args.mechanism, args.stages, intensity=args.intensity, tile=args.tile,
+                            threads=args.threads, tiles_per_block=args.tiles, **opts)
+    block = next((b for b in blocks if b.block == args.block), None)
+    if block is None:
+        from ..errors import ArgumentError
+
+        raise ArgumentError(f"--block {args.block}: the trace holds blocks 0..{len(blocks) - 1}")
+    tiles = block.tiles
+    compute = statistics.median(t.compute_end - t.compute_start for t in tiles)
+    wait = statistics.median(t.ready - t.issued for t in tiles)
+    hits = trace.overlapping(tiles)
+    print(f"{cfg.label()} stages={cfg.stages} intensity={args.intensity}, block {block.block}: {len(tiles)} tiles traced, "
+          f"median compute {compute:.0f} ns, median issue->ready {wait:.0f} ns, "
+          f"{len(hits)} of {len(tiles) - 1} computes overlap the next tile's copy")
+    measured = trace.as_simulation(block, cfg.stages)
+    print("measured:")
+    print(simulate.timeline_text(measured, tiles=min(len(tiles), 12)))
+    dev = device.current()
+    sim = simulate.simulate(cfg.stages, len(tiles), tile_bytes=cfg.tile * 4, compute_ns=compute, latency_ns=dev.latency_ns,
+                            bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9)
+    print("simulated (median measured compute, the table's latency and bandwidth):")
+    print(simulate.timeline_text(sim, tiles=min(len(tiles), 12)))
+    if args.png:
+        print(f"wrote {simulate.timeline_png(sim, args.png, tiles=min(len(tiles), 12), measured=measured.events)}")
+    return 0
+
+
+def print_model(result, compute, overheads, png=None):
+    """The model check's table and verdict (and its plot)."""
+    from ..bench import model_check
+
+    dev, rows = model_check.check(result, compute, overheads)
+    print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
+          f"({dev.latency_source}), compute per tile (traced baseline): "
+          + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
+    if overheads:
+        print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile at intensity 0 / "
+              "top, between computes")
+    for label, ov in overheads.items():
+        print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_at(0):5.0f} / "
+              f"{ov.issue_ns:5.0f}  between {ov.barrier_ns:5.0f}"
+              + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else "")
+              + ("  refills before it waits" if ov.issue_first else ""))
+    print(report.table(rows, [("label", "mechanism", ""), ("intensity", "intensity", "d"),
+                              ("recommended", "planned", "d"), ("best_stages", "best", "d"),
+                              ("ratio", "planned/best", ".3f"), ("worst_error", "sim error", ".0%")]))
+    ok = [r for r in rows if r.ratio is not None and r.ratio <= 1.05]
+    print(f"planned stage count within 5% of the best: {len(ok)} of {len(rows)}; simulator within 25% of every "
+          f"measured stage count: {sum(r.worst_error <= 0.25 for r in rows)} of {len(rows)}")
+    if png:
+        print(f"wrote {model_check.plot(result, compute, png, overheads)}")
+    return dev, rows
+
+
+def cmd_model_check(args) -> int:
+    from ..bench import model_check
+
+    result, compute, overheads = model_check.load(args.file)
+    print_model(result, compute, {} if args.sync_only else overheads, args.png)
+    return 0
