@@ -218,6 +218,11 @@ class Module:
         if name not in kernels:
             from cuda.core import ObjectCode
 
+            # Loading needs a GPU. Ask for it the guarded way first: without a driver, cuda.core's
+            # module load fails inside its error report, and cuda-bindings then keeps its driver-loading
+            # lock (SystemError, and every later driver call in the process blocks forever).
+            device.current()
+
             if "object" not in self._loaded:
                 mapping = {k: v.encode() for k, v in self.symbol_mapping.items()}  # cuda.core wants bytes
                 self._loaded["object"] = ObjectCode.from_cubin(self.cubin, name=self.name, symbol_mapping=mapping)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every kernel the package ships, on small inputs, under each compute-sanitizer tool:
+#   bash scripts/sanitize.sh [--logs DIR] [TOOL ...]      (default tools: memcheck racecheck synccheck initcheck)
+# Runs `pytest tests/gpu -m sanitize` under each tool and fails if the tool reports anything or a test
+# fails. Host-side API errors are not reported (--report-api-errors no): cuda-bindings probes the driver
+# with cuGetProcAddress calls that fail by design; our own API calls are checked by the package and fail
+# their test instead. Each tool's whole log: DIR/sanitize-TOOL.txt.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+logs=${OUT:-./device-logs}
+if [ "${1:-}" = "--logs" ]; then logs=$2; shift 2; fi
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
+mkdir -p "$logs"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -z "$sanitizer" ]; then echo "sanitize.sh: compute-sanitizer not found" >&2; exit 2; fi
+failed=0
+for tool in "${tools[@]}"; do
+  extra=()
+  [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+  t0=$(date +%s)
+  "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 99 "${extra[@]}" \
+    python3 -m pytest tests/gpu -m sanitize -q -p no:cacheprovider -x >"$logs/sanitize-$tool.txt" 2>&1
+  rc=$?
+  reports=$(grep -c "^========= \(Invalid\|Race\|Barrier\|Uninitialized\|Error\|.*[Hh]azard\)" "$logs/sanitize-$tool.txt")
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$logs/sanitize-$tool.txt" | tail -2 | tr '\n' ' ')
+  echo "$tool: exit $rc, $reports report line(s), $(( $(date +%s) - t0 )) s: $summary"
+  if [ $rc -ne 0 ] || [ "$reports" -ne 0 ]; then
+    failed=1
+    grep -A12 "^========= \(Invalid\|Race\|Barrier\|Uninitialized\|Error\|.*[Hh]azard\)" "$logs/sanitize-$tool.txt" | head -60
+  fi
+done
+exit $failed
