@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: install (no registry needed), `asynccopy info`, the GPU tests, the bench.
-#   bash scripts/device.sh [pytest -k expression] -- [asynccopy bench arguments]
-# $OUT gets the full test log and bench.json (the device tool brings that folder back; at most 8 files).
+# One call on any GPU machine: install (no package registry needed), `asynccopy info`, the GPU tests,
+# then optionally the bench. Logs go into the folder you name (default: $OUT if set, else ./device-logs).
+#
+#   bash scripts/device.sh [--logs DIR] [-k PYTEST_EXPR] [--no-tests] [-- BENCH ARGS...]
+#   bash scripts/device.sh --logs /tmp/run1 -- stream --quick      # tests, then `asynccopy bench stream --quick`
+#
+# Writes DIR/gpu-tests.txt (the whole pytest log), DIR/bench.txt and DIR/bench.json (if a bench ran).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/asynccopy-out}
-mkdir -p "$OUT"
+logs=${OUT:-./device-logs}
 select=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do select+=("$1"); shift; done
+tests=1
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  case "$1" in
+    --logs) logs=$2; shift 2 ;;
+    -k) select=(-k "$2"); shift 2 ;;
+    --no-tests) tests=0; shift ;;
+    *) echo "device.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
 [ "${1:-}" = "--" ] && shift
+mkdir -p "$logs"
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING\|notice" | tail -3
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-python3 -m asynccopy info 2>&1
-t0=$(date +%s)
-if [ ${#select[@]} -gt 0 ]; then k=(-k "${select[*]}"); else k=(); fi
-python3 -m pytest tests/gpu -q -p no:cacheprovider "${k[@]}" 2>&1 | tee "$OUT/gpu-tests.txt" | grep -v "^\.\+\s*\[" | tail -30
-echo "gpu tests: $(( $(date +%s) - t0 )) s"
-if [ $# -gt 0 ]; then
-  python3 -m asynccopy bench "$@" --json "$OUT/bench.json" 2>&1
+python3 -m asynccopy info 2>&1 | tail -25
+status=0
+if [ $tests = 1 ]; then
+  t0=$(date +%s)
+  python3 -m pytest tests/gpu -q -p no:cacheprovider "${select[@]}" 2>&1 | tee "$logs/gpu-tests.txt" \
+    | grep -v "^\.\+\s*\[" | tail -30
+  status=${PIPESTATUS[0]}
+  echo "gpu tests: $(( $(date +%s) - t0 )) s, exit $status"
 fi
+if [ $# -gt 0 ]; then
+  python3 -m asynccopy bench "$@" --json "$logs/bench.json" 2>&1 | tee "$logs/bench.txt" | tail -60
+fi
+exit $status
