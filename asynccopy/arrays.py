@@ -32,6 +32,27 @@ def _kind(obj: object) -> str:
     return module if module in ("cupy", "torch", "jax", "jaxlib", "numpy") else "other"
 
 
+def _host_array(obj: object) -> str | None:
+    """What kind of host array ``obj`` is, if it is one we can tell without a GPU."""
+    if isinstance(obj, np.ndarray):
+        return "a host (NumPy) array"
+    kind = _kind(obj)
+    if kind == "torch" and getattr(getattr(obj, "device", None), "type", "cuda") != "cuda":
+        return f"a PyTorch tensor on {obj.device}"
+    return None
+
+
+def check_device_array(obj: object, name: str) -> None:
+    """ArgumentError if ``obj`` is a host array or no array at all."""
+    host = _host_array(obj)
+    if host:
+        raise ArgumentError(f"{name} is {host}; pass a CUDA array (CuPy, PyTorch on cuda, JAX on a GPU, ...)")
+    if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
+        raise ArgumentError(
+            f"{name} must be a CUDA array speaking DLPack or __cuda_array_interface__, got {type(obj).__name__}"
+        )
+
+
 def resolve_stream(stream: object, like: object | None = None):
     """A cuda.core Stream from ``stream``: a cuda.core Stream, an object with ``__cuda_stream__``
     (CuPy, PyTorch, ...), or a raw ``cudaStream_t`` as int. ``None``: the current stream of the
@@ -41,6 +62,7 @@ def resolve_stream(stream: object, like: object | None = None):
     dev = Device()
     dev.set_current()
     if stream is None and like is not None:
+        check_device_array(like, "the array")
         kind = _kind(like)
         if kind == "torch":
             import torch
@@ -90,12 +112,7 @@ def _layout(obj: object, name: str):
 def view(obj: object, name: str, *, stream=None, dtype=np.float32, align: int = 16, writable: bool = False) -> DeviceArray:
     """Check that ``obj`` is a contiguous, ``align``-byte aligned CUDA array of ``dtype``; order it
     after its producer's stream onto ``stream`` (a cuda.core Stream; None: no ordering)."""
-    if isinstance(obj, np.ndarray):
-        raise ArgumentError(f"{name} is a host (NumPy) array; pass a CUDA array (CuPy, PyTorch, JAX, ...)")
-    if not (hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")):
-        raise ArgumentError(
-            f"{name} must be a CUDA array speaking DLPack or __cuda_array_interface__, got {type(obj).__name__}"
-        )
+    check_device_array(obj, name)
     ptr, shape, strides, got, readonly = _layout(obj, name)
     want = np.dtype(dtype)
     if got != want:

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -69,6 +70,27 @@ def nvrtc_version() -> tuple[int, int]:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise CompileError(f"nvrtcVersion failed: {err}")
     return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> tuple[str, ...]:
+    """The archs this NVRTC compiles for (``sm_75``, ..., ``sm_90a``, ...)."""
+    from cuda.bindings import nvrtc
+
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"nvrtcGetSupportedArchs failed: {err}")
+    return tuple(device.arch_of_cc((a // 10, a % 10)) for a in archs)
+
+
+def check_arch(arch: str) -> str:
+    """``arch`` if this NVRTC can compile for it, else ArgumentError listing the ones it can."""
+    target = parse_arch(arch)
+    cc = device.cc_of_arch(target)
+    if all(device.cc_of_arch(a) != cc for a in supported_archs()):
+        raise ArgumentError(f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot compile for {target}; it supports "
+                            f"{', '.join(supported_archs())}")
+    return target
 
 
 def _version_macro(header: Path, macro: str) -> str | None:
@@ -178,8 +200,19 @@ def _write_entry(path: Path, key: str, cubin: bytes, symbol_mapping: dict[str, s
         with os.fdopen(fd, "wb") as f:
             f.write(_MAGIC + len(header).to_bytes(8, "little") + header + cubin)
         os.replace(tmp, path)  # atomic: a reader sees the old entry or the whole new one
-    except OSError:
-        pass  # an unwritable cache costs a recompile next time, nothing more
+    except OSError as exc:  # an unwritable cache costs a recompile next time: say so once per folder
+        if str(path.parent) not in _unwritable:
+            _unwritable.add(str(path.parent))
+            warnings.warn(f"asynccopy: cannot write the compile cache in {path.parent} ({exc.strerror or exc}): "
+                          f"kernels are compiled again in every process; set ASYNCCOPY_CACHE_DIR to a writable "
+                          f"folder (or to off)", CacheWarning, stacklevel=3)
+
+
+class CacheWarning(UserWarning):
+    """The compile cache cannot be written (each process compiles again)."""
+
+
+_unwritable: set[str] = set()
 
 
 _memory: dict[str, Module] = {}
@@ -276,7 +309,10 @@ def compile(
     """
     from cuda.core import Program, ProgramOptions
 
+    if not isinstance(source, str):
+        raise ArgumentError(f"source must be CUDA C++ text (str), got {type(source).__name__}")
     target = parse_arch(arch) if arch is not None else _current_arch()
+    check_arch(target)
     names = tuple(name_expressions)
     defines = dict(defines or {})
     hang_ns = hang_timeout_ns()
@@ -304,8 +340,9 @@ def compile(
         log = io.StringIO()
         try:
             obj = Program(source, "c++", opts).compile("cubin", name_expressions=names, logs=log)
-        except Exception as exc:  # NVRTC's error carries the log; keep it whole
-            raise CompileError(f"NVRTC failed to compile {name} for {target}:\n{exc}\n{log.getvalue()}") from None
+        except Exception as exc:  # NVRTC's error carries the log; keep it whole (less its C string's NUL)
+            text = f"{exc}\n{log.getvalue()}".replace("\x00", "").rstrip()
+            raise CompileError(f"NVRTC failed to compile {name} for {target}:\n{text}") from None
         mapping = {k if isinstance(k, str) else k.decode(): v if isinstance(v, str) else v.decode()
                    for k, v in (getattr(obj, "symbol_mapping", None) or {}).items()}
         module = Module(bytes(obj.code), mapping, target, name, "compiled", log.getvalue())

@@ -17,3 +17,35 @@ class DeviceError(AsyncCopyError):
 
 class CompileError(AsyncCopyError):
     """NVRTC rejected a kernel; the message carries the compiler log."""
+
+
+def check_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an int in [lo, hi] (either bound optional), else ArgumentError naming it and the range."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ArgumentError(f"{name} must be {_range(lo, hi)}, got {value}")
+    return value
+
+
+def check_float(value, name: str, lo: float | None = None, hi: float | None = None, *, above: bool = False) -> float:
+    """``value`` as a finite float >= lo (> lo with ``above``) and <= hi, else ArgumentError."""
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ArgumentError(f"{name} must be a finite number, got {value!r}")
+    value = float(value)
+    if (lo is not None and (value <= lo if above else value < lo)) or (hi is not None and value > hi):
+        bound = f"> {lo:g}" if above and hi is None else _range(lo, hi)
+        raise ArgumentError(f"{name} must be {bound}, got {value:g}")
+    return value
+
+
+def _range(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return f"in [{lo}, {hi}]"
+    return f">= {lo}" if lo is not None else f"<= {hi}"

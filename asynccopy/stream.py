@@ -275,6 +275,9 @@ def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: i
                             tiles_per_block=tiles_per_block)
     intensity = check_intensity(intensity)
     blocks_per_sm = check_blocks_per_sm(blocks_per_sm)
+    arrays.check_device_array(x, "x")
+    if out is not None:
+        arrays.check_device_array(out, "out")
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
     if stages is None and cfg.mech.fixed_stages is None:
         cfg = replace(cfg, stages=planned_stages(cfg, facts, blocks_per_sm))
@@ -302,6 +305,10 @@ def matches_reference(got: np.ndarray, host: np.ndarray, intensity: int, tile: i
 
 def reference(x: np.ndarray, intensity: int, tile: int = 4096) -> np.ndarray:
     """The workload computed in float64 with NumPy (see kernels/include/asynccopy/tile_stream.cuh)."""
+    intensity = check_intensity(intensity)
+    tile = _int(tile, "tile")
+    if tile <= 0 or tile % 4:
+        raise ArgumentError(f"tile must be a positive multiple of 4 floats, got {tile}")
     flat = np.asarray(x, dtype=np.float64).ravel()
     n = flat.size
     n_tiles = -(-n // tile)

@@ -44,6 +44,30 @@ def swizzle_address(address, mode: str):
     return address ^ ((address >> 3) & mask)
 
 
+def check_base(base, mode: str) -> int:
+    """A destination's offset past a repeat boundary: TMA writes to 128-byte aligned addresses, and the
+    pattern repeats every 256 / 512 / 1024 bytes (128 without a swizzle)."""
+    repeat = SWIZZLE_REPEAT[check_mode(mode)]
+    if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or not 0 <= base < repeat or base % 128:
+        raise TensorMapError(f"base (the destination's offset past a {repeat}-byte boundary) must be a multiple "
+                             f"of 128 in [0, {repeat}) for swizzle {mode}, got {base!r}")
+    return int(base)
+
+
+def check_box(rows, cols, elem: int, mode: str) -> tuple[int, int]:
+    """A 2D box TMA can load: 1..256 rows and columns, rows of whole 16-byte chunks, within the span."""
+    for what, v in (("rows", rows), ("cols", cols)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 256:
+            raise TensorMapError(f"box {what} must be in [1, 256], got {v!r}")
+    row_bytes = cols * elem
+    if row_bytes % 16:
+        raise TensorMapError(f"a box row of {cols} x {elem} bytes = {row_bytes} is not a whole number of 16-byte chunks")
+    if mode != "none" and row_bytes > SWIZZLE_SPAN[mode]:
+        raise TensorMapError(f"box row of {cols} x {elem} bytes = {row_bytes} exceeds the {mode} swizzle span of "
+                             f"{SWIZZLE_SPAN[mode]} bytes")
+    return int(rows), int(cols)
+
+
 def smem_offset(box_offset, mode: str, base: int = 0):
     """Byte offset from the destination of the byte at ``box_offset`` in the dense box, for a
     destination ``base`` bytes past a repeat-aligned address (0 when it is aligned)."""
@@ -68,6 +92,12 @@ def apply(box: np.ndarray, mode: str, base: int = 0) -> np.ndarray:
 
 def undo(smem: np.ndarray, nbytes: int, mode: str, base: int = 0) -> np.ndarray:
     """The dense box bytes back from a swizzled shared-memory image (what a TMA store writes)."""
+    smem = np.asarray(smem, dtype=np.uint8).reshape(-1)
+    if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or not 0 <= nbytes:
+        raise TensorMapError(f"nbytes must be a byte count >= 0, got {nbytes!r}")
+    need = -(-int(nbytes) // 16) * 16
+    if smem.size < need:
+        raise TensorMapError(f"the shared-memory image has {smem.size} bytes; a box of {nbytes} bytes spans {need}")
     return np.asarray(smem, dtype=np.uint8)[smem_offset(np.arange(nbytes), mode, base)]
 
 
@@ -112,6 +142,8 @@ def conflict_report(rows: int, cols: int, dtype, mode: str, base: int = 0) -> li
     """Wavefronts of a warp reading a [rows, cols] box along a row and down a column, element-wise
     and in 16-byte vectors, with and without the swizzle."""
     elem = elem_bytes(dtype)
+    rows, cols = check_box(rows, cols, elem, mode)
+    base = check_base(base, mode)
     swz = box_layout((rows, cols), elem, mode, base)
     raw = box_layout((rows, cols), elem, "none", 0)
     vec_elems = max(1, 16 // elem)
@@ -133,10 +165,11 @@ def describe(rows: int, cols: int, dtype, mode: str, base: int = 0, show_rows: i
     check_mode(mode)
     name = dtype_name(dtype)
     elem = elem_bytes(name)
+    rows, cols = check_box(rows, cols, elem, mode)
+    base = check_base(base, mode)
+    if isinstance(show_rows, bool) or not isinstance(show_rows, (int, np.integer)) or show_rows < 1:
+        raise TensorMapError(f"rows to show must be >= 1, got {show_rows!r}")
     row_bytes = cols * elem
-    if mode != "none" and row_bytes > SWIZZLE_SPAN[mode]:
-        raise TensorMapError(f"box row of {cols} x {elem} bytes = {row_bytes} exceeds the {mode} swizzle span of "
-                             f"{SWIZZLE_SPAN[mode]} bytes")
     lines = [f"{rows}x{cols} {name} box, {row_bytes} B per row, swizzle {mode}, destination {base} B past a "
              f"{SWIZZLE_REPEAT[mode]}-byte boundary",
              "shared-memory chunk (16 B) holding each box chunk, per row:"]

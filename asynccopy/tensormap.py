@@ -69,20 +69,29 @@ class TensorMapSpec:
     @staticmethod
     def from_numpy_order(dtype, shape, *, box, strides_bytes=None, element_strides=None, address=0,
                          **options) -> TensorMapSpec:
-        """A spec from a NumPy-style description (outermost first, strides in bytes)."""
+        """A spec from a NumPy-style description (outermost first, strides in bytes: one per dimension,
+        the innermost one the element size, since TMA reads the innermost dimension contiguously)."""
         name = dtype_name(dtype)
         shape = tuple(int(d) for d in shape)
+        elem = DTYPES[name][0] if name in DTYPES else 1
         if strides_bytes is None:
-            strides_bytes, acc = [], DTYPES[name][0] if name in DTYPES else 1
+            strides_bytes, acc = [], elem
             for extent in reversed(shape):
                 strides_bytes.append(acc)
                 acc *= extent
             strides_bytes = tuple(reversed(strides_bytes))
-        dims = shape[::-1]
-        strides = tuple(int(s) for s in strides_bytes[::-1][1:])
+        strides_bytes = tuple(int(s) for s in strides_bytes)
+        if len(strides_bytes) != len(shape):
+            raise TensorMapError(f"strides need one entry per dimension ({len(shape)}, outermost first, in bytes), "
+                                 f"got {len(strides_bytes)}")
+        if shape and shape[-1] > 1 and strides_bytes[-1] != elem:
+            raise TensorMapError(f"the innermost dimension must be contiguous: its stride must be the element size "
+                                 f"({elem} bytes), got {strides_bytes[-1]}")
+        if isinstance(address, bool) or not 0 <= int(address) < 1 << 64:
+            raise TensorMapError(f"global address must be in [0, 2^64), got {address}")
         es = tuple(element_strides[::-1]) if element_strides is not None else None
-        return TensorMapSpec(name, dims, strides, tuple(int(b) for b in box)[::-1], es, address=int(address),
-                             **options)
+        return TensorMapSpec(name, shape[::-1], strides_bytes[::-1][1:], tuple(int(b) for b in box)[::-1], es,
+                             address=int(address), **options)
 
 
 def validate(spec: TensorMapSpec, *, lint: bool = True, safety: bool = True) -> TensorMapSpec:
@@ -203,6 +212,10 @@ def check_smem_destination(offset: int, swizzle: str) -> None:
     """A tensor copy's shared-memory address (or its offset from a 1024-aligned base) must be 128-byte
     aligned, and aligned to the swizzle's repeat (256/512/1024 bytes) for the pattern to start at the
     box's first byte (else the data lands rotated: see asynccopy.swizzle)."""
+    if swizzle not in SWIZZLE_REPEAT:
+        raise TensorMapError(f"swizzle must be one of {', '.join(SWIZZLES)}, got {swizzle!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < MAX_BOX_BYTES:
+        raise TensorMapError(f"a shared-memory offset is in [0, {MAX_BOX_BYTES}) bytes, got {offset!r}")
     need = SWIZZLE_REPEAT[swizzle]
     if offset % need:
         what = f"a {swizzle}-swizzled" if swizzle != "none" else "a"

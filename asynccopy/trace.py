@@ -14,7 +14,7 @@ import numpy as np
 from . import arrays, device, stream
 from .buffers import Scratch
 from .model import simulate
-from .errors import ArgumentError, AsyncCopyError
+from .errors import ArgumentError, AsyncCopyError, check_int
 from .model.simulate import TileEvents
 
 MAX_TILES = 64
@@ -88,6 +88,16 @@ def as_simulation(block: BlockTrace, stages: int) -> simulate.Simulation:
     return simulate.Simulation(stages, 1, len(tiles), tiles, max(t.compute_end for t in tiles))
 
 
+def check_args(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: int = 4096, threads: int = 256,
+               tiles_per_block: int = 32, blocks_per_sm: int = 1, **options) -> stream.StreamConfig:
+    """The traced configuration, every argument checked (no GPU needed)."""
+    cfg = replace(stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options), trace=True)
+    stream.check_intensity(intensity)
+    stream.check_blocks_per_sm(blocks_per_sm)
+    check_int(tiles_per_block, "tiles_per_block", 1, 1 << 20)
+    return cfg
+
+
 def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: int = 4096, threads: int = 256,
         tiles_per_block: int = 32, blocks_per_sm: int = 1, seed: int = 1, check_all: bool = True, **options):
     """Run a traced tile-stream kernel on fresh random input (checked), return (config, block traces).
@@ -96,9 +106,8 @@ def run(mechanism: str, stages: int | None = None, *, intensity: int = 0, tile: 
     seconds per run at high intensity, and a calibration (bench --plan) makes dozens of runs."""
     from cuda.core import Device
 
-    cfg = replace(stream.StreamConfig.make(mechanism, stages, tile=tile, threads=threads, **options), trace=True)
-    intensity = stream.check_intensity(intensity)
-    blocks_per_sm = stream.check_blocks_per_sm(blocks_per_sm)
+    cfg = check_args(mechanism, stages, intensity=intensity, tile=tile, threads=threads, tiles_per_block=tiles_per_block,
+                     blocks_per_sm=blocks_per_sm, **options)
     facts = device.require(cfg.mech.min_cc, f"mechanism {mechanism!r}")
     cfg.check_fits(facts.smem_per_block_optin, facts.name)
     s = Device(facts.device_id).create_stream()

@@ -51,18 +51,21 @@ def rounds_for(blocks: int, message_bytes: int, *, target: int = TARGET_BYTES, l
 
 
 def _case(c: int, m: int, s, *, vec: int, slots: int, threads: int, seed: int) -> Case:
-    """Both paths of one (cluster, message) point: the rings are prepared (and the global one given as
-    many clusters as st.async's) before timing, their error counters checked after."""
+    """Both paths of one (cluster, message) point: the rings are prepared before timing, with the same
+    number of clusters (as many as both can hold resident at once), their error counters checked after."""
     rings = {}
 
     def prepare() -> None:
-        try:
-            dsmem = stas.prepare(c, m, 1, via="dsmem", vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
-        except ArgumentError as exc:  # e.g. 16 blocks of large buffers do not fit one GPC
-            raise Skip(str(exc)) from None
-        rounds = rounds_for(dsmem.blocks, m)
-        clusters = dsmem.clusters
-        dsmem.close()
+        clusters = []  # as many as can be resident, on both paths (the global ring spins on flags between blocks)
+        for via in VIAS:
+            try:
+                probe = stas.prepare(c, m, 1, via=via, vec=vec, slots=slots, threads=threads, keep_last=False, stream=s)
+            except ArgumentError as exc:  # e.g. 16 blocks of large buffers do not fit one GPC
+                raise Skip(str(exc)) from None
+            clusters.append(probe.clusters)
+            probe.close()
+        clusters = min(clusters)
+        rounds = rounds_for(clusters * c, m)
         for via in VIAS:
             rings[via] = stas.prepare(c, m, rounds, via=via, vec=vec, slots=slots, threads=threads, clusters=clusters,
                                       keep_last=False, stream=s)

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from .. import device, mechanism
+from .. import device, mechanism, stream
 from ..bench import chunks_bench, report, stas_bench, stream_bench
-from ..errors import AsyncCopyError
+from ..errors import AsyncCopyError, check_int
 from . import common
 from .model import print_model
 
@@ -71,7 +71,35 @@ STREAM_COLUMNS = [("label", "mechanism", ""), ("copy_op", "copy", ""), ("stages"
                   ("pct_copy", "% copy", ".1f"), ("speedup_vs_sync", "x sync", ".2f")]
 
 
+def _check_sweep(args) -> None:
+    """The flags every streaming suite shares, checked before any GPU is looked for."""
+    check_int(args.size_mib, "--size-mib", 1, 1 << 20)
+    check_int(args.reps, "--reps", 1, 100_000)
+    check_int(args.warmup, "--warmup", 0, 100_000)
+    common.check_outputs(args)
+
+
+def _check_stream(args) -> None:
+    _check_sweep(args)
+    for name in args.mechanisms or ():
+        mechanism.get(name)
+    if args.mechanisms is not None and not args.mechanisms:
+        raise AsyncCopyError("--mechanisms names no mechanism")
+    if not args.stages or not args.intensities:
+        raise AsyncCopyError("--stages and --intensities need at least one value each")
+    for s in args.stages:
+        check_int(s, "each of --stages", 1, mechanism.MAX_STAGES)
+    for k in args.intensities:
+        stream.check_intensity(k)
+    stream.check_blocks_per_sm(args.blocks_per_sm)
+    stream.StreamConfig.make(mechanism.baseline(), threads=args.threads, tile=args.tile,
+                             tiles_per_block=args.tiles_per_block)
+    if args.png:
+        common.check_png(args.png)
+
+
 def cmd_stream(args) -> int:
+    _check_stream(args)
     if args.plan and args.tiles_per_block:
         raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
     if args.png and not args.plan:
@@ -115,6 +143,18 @@ def _model_check(result, intensities, png=None) -> dict:
 
 
 def cmd_stas(args) -> int:
+    from .. import stas
+
+    check_int(args.reps, "--reps", 1, 100_000)
+    for c in args.cluster_sizes:
+        stas.RingConfig.make(c, 16, vec=args.vec, slots=args.slots)
+    for m in args.message_bytes:
+        stas.RingConfig.make(2, m)
+    if not args.cluster_sizes or not args.message_bytes:
+        raise AsyncCopyError("--cluster-sizes and --message-bytes need at least one value each")
+    if args.png:
+        common.check_png(args.png)
+    common.check_outputs(args)
     device.require((9, 0), "asynccopy bench stas")
     result = stas_bench.run(args.cluster_sizes, args.message_bytes, vec=args.vec, slots=args.slots, reps=args.reps)
     print(report.table(result.rows, [("cluster", "cluster", "d"), ("message_bytes", "message B", "d"),
@@ -136,6 +176,15 @@ def cmd_stas(args) -> int:
 
 
 def cmd_chunks(args) -> int:
+    _check_sweep(args)
+    if not args.chunks:
+        raise AsyncCopyError("--chunks needs at least one chunk size")
+    for chunk in args.chunks:
+        check_int(chunk, "each of --chunks", 512, 1 << 20)
+        try:
+            chunks_bench.chunk_configs(chunk)
+        except AsyncCopyError as exc:
+            raise AsyncCopyError(f"--chunks {chunk}: a chunk is a tile of a power-of-two size in bytes ({exc})") from None
     device.require((9, 0), "asynccopy bench chunks")
     result = chunks_bench.run(args.chunks, size_bytes=args.size_mib << 20, reps=args.reps, warmup=args.warmup)
     print(report.table(result.rows, [("chunk_bytes", "chunk B", "d"), ("mechanism", "mechanism", ""),

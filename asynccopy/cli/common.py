@@ -52,9 +52,45 @@ def costs(args) -> KernelCosts:
     return KernelCosts(args.issue_ns, args.barrier_ns, args.producer_warp, args.handoff_ns, args.issue_first)
 
 
+PNG_FORMATS = ("png", "svg", "pdf")
+
+
+def check_png(path: str) -> None:
+    """A picture file the user named: its folder must exist and matplotlib must know its format."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise AsyncCopyError(f"cannot write {path}: the folder {folder} does not exist")
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in PNG_FORMATS:
+        raise AsyncCopyError(f"cannot write {path}: the picture format comes from the extension, one of "
+                             f"{', '.join('.' + f for f in PNG_FORMATS)}")
+
+
+def check_output(path: str | None, suffixes: tuple[str, ...]) -> None:
+    """A --json / --csv file the user named: an existing folder and the right extension."""
+    import os
+
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise AsyncCopyError(f"cannot write {path}: the folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise AsyncCopyError(f"cannot write {path}: it is a folder")
+    if not path.lower().endswith(suffixes):
+        raise AsyncCopyError(f"cannot write {path}: expected a file ending in {' or '.join(suffixes)}")
+
+
 def add_output_flags(parser) -> None:
     parser.add_argument("--json", help="write every row (with samples) as JSON")
     parser.add_argument("--csv", help="write every row as CSV")
+
+
+def check_outputs(args) -> None:
+    check_output(args.json, (".json",))
+    check_output(args.csv, (".csv",))
 
 
 def write(args, payload: dict) -> None:

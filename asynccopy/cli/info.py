@@ -34,7 +34,7 @@ def _units(arch: str) -> list:
 
 def cmd_info(args) -> int:
     if args.arch:
-        arch = device.parse_arch(args.arch)
+        arch = build.check_arch(args.arch)
         print(f"device: none asked for; compiling for {arch}")
     else:
         facts = device.current()

@@ -6,6 +6,7 @@ import statistics
 
 from .. import device
 from ..bench import report
+from ..errors import check_float, check_int
 from . import common
 
 
@@ -69,17 +70,41 @@ def _table_device(name):
 def cmd_plan(args) -> int:
     from ..model import planner
 
-    p = planner.plan(args.operand, threads=args.threads, device=_table_device(args.device), regs_per_thread=args.regs,
+    costs = common.costs(args)
+    check_int(args.threads, "--threads", 32, 1024)
+    if args.regs is not None:
+        check_int(args.regs, "--regs", 1, 255)
+    if args.blocks_per_sm is not None:
+        check_int(args.blocks_per_sm, "--blocks-per-sm", 1, 64)
+    check_int(args.max_stages, "--max-stages", 1, planner.MAX_PLANNED_STAGES)
+    if args.compute_ns is not None:
+        check_float(args.compute_ns, "--compute-ns", 0.0)
+    operands = [planner.Operand.parse(o) for o in args.operand]
+    p = planner.plan(operands, threads=args.threads, device=_table_device(args.device), regs_per_thread=args.regs,
                      compute_ns=args.compute_ns, blocks_per_sm=args.blocks_per_sm, max_stages=args.max_stages,
-                     costs=common.costs(args))
+                     costs=costs)
     print(p.report())
     return 0
+
+
+MAX_SIMULATED_TILES = 100_000  # about a second of simulation
 
 
 def cmd_simulate(args) -> int:
     from ..model import simulate
 
     costs = common.costs(args)
+    check_int(args.stages, "--stages", 1, 64)
+    check_int(args.tiles, "--tiles", 1, MAX_SIMULATED_TILES)
+    check_int(args.tile_bytes, "--tile-bytes", 1, 1 << 30)
+    check_int(args.blocks_per_sm, "--blocks-per-sm", 1, 64)
+    check_float(args.compute_ns, "--compute-ns", 0.0)
+    if args.latency_ns is not None:
+        check_float(args.latency_ns, "--latency-ns", 0.0)
+    if args.bandwidth_gbps is not None:
+        check_float(args.bandwidth_gbps, "--bandwidth-gbps", 0.0, above=True)
+    if args.png:
+        common.check_png(args.png)
     dev = device.lookup(args.device) if args.device else device.current()
     bw = (dev.bandwidth / 1e9 if args.bandwidth_gbps is None else args.bandwidth_gbps) / dev.sm_count
     latency = dev.latency_ns if args.latency_ns is None else args.latency_ns
@@ -98,6 +123,11 @@ def cmd_trace(args) -> int:
     from ..model import simulate
 
     opts = {k: v for k, v in (("vec", args.vec), ("cache", args.cache), ("producers", args.producers)) if v is not None}
+    check_int(args.block, "--block", 0)
+    check_int(args.tiles, "--tiles", 1, trace.MAX_TILES)
+    if args.png:
+        common.check_png(args.png)
+    trace.check_args(args.mechanism, args.stages, intensity=args.intensity, tile=args.tile, threads=args.threads, **opts)
     cfg, blocks = trace.run(args.mechanism, args.stages, intensity=args.intensity, tile=args.tile,
                             threads=args.threads, tiles_per_block=args.tiles, **opts)
     block = next((b for b in blocks if b.block == args.block), None)
@@ -130,6 +160,10 @@ def print_model(result, compute, overheads, png=None):
     from ..bench import model_check
 
     dev, rows = model_check.check(result, compute, overheads)
+    if png:
+        from .common import check_png
+
+        check_png(png)
     print(f"model: bandwidth {dev.bandwidth / 1e9:.0f} GB/s (measured copy), latency {dev.latency_ns:.0f} ns "
           f"({dev.latency_source}), compute per tile (traced baseline): "
           + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
@@ -155,6 +189,8 @@ def print_model(result, compute, overheads, png=None):
 def cmd_model_check(args) -> int:
     from ..bench import model_check
 
+    if args.png:
+        common.check_png(args.png)
     result, compute, overheads = model_check.load(args.file)
     print_model(result, compute, {} if args.sync_only else overheads, args.png)
     return 0

@@ -36,9 +36,13 @@ def add(sub) -> None:
 def cmd_tensormap_check(args) -> int:
     from .. import tensormap
 
+    try:
+        address = int(args.address, 0)
+    except ValueError:
+        raise AsyncCopyError(f"--address must be an integer (decimal, or 0x... hex), got {args.address!r}") from None
     spec = tensormap.TensorMapSpec.from_numpy_order(
         args.dtype, args.shape, box=args.box, strides_bytes=args.strides, element_strides=args.element_strides,
-        address=int(args.address, 0), swizzle=args.swizzle, interleave=args.interleave, oob_fill=args.oob_fill,
+        address=address, swizzle=args.swizzle, interleave=args.interleave, oob_fill=args.oob_fill,
         l2_promotion=args.l2_promotion)
     tensormap.validate(spec, lint=not args.no_lint)
     if args.smem_offset is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .. import device as devices
 from ..device import DeviceFacts
 from ..dtypes import DTYPES, dtype_name
-from ..errors import ArgumentError
+from ..errors import ArgumentError, check_float, check_int
 from . import simulate
 from .simulate import NO_COSTS, KernelCosts
 
@@ -30,6 +30,17 @@ class Operand:
     shape: tuple[int, ...]
     dtype: str
 
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ArgumentError(f"an operand's name is a non-empty string, got {self.name!r}")
+        if not isinstance(self.shape, (tuple, list)) or not self.shape:
+            raise ArgumentError(f"operand {self.name}: shape must be a non-empty tuple of extents, got {self.shape!r}")
+        object.__setattr__(self, "shape", tuple(check_int(d, f"operand {self.name}: each extent", 1, 1 << 31)
+                                                for d in self.shape))
+        if not isinstance(self.dtype, str) or dtype_name(self.dtype) not in DTYPES:
+            raise ArgumentError(f"operand {self.name}: unknown dtype {self.dtype!r}; known: {', '.join(DTYPES)}")
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * DTYPES[self.dtype][0]
@@ -37,6 +48,8 @@ class Operand:
     @staticmethod
     def parse(text: str) -> Operand:
         """``"A:128x32:bf16"`` (name optional: ``"128x32:bf16"``)."""
+        if not isinstance(text, str):
+            raise ArgumentError(f"an operand is an Operand or a string like NAME:128x32:bf16, got {text!r}")
         parts = text.split(":")
         if len(parts) == 2:
             parts = ["tile"] + parts
@@ -96,7 +109,7 @@ class Plan:
                          + (f"  {r.ns_per_tile:7.0f}" if r.ns_per_tile is not None else ""))
         if self.impossible:
             lines.append(f"impossible: {self.impossible}")
-        lines.append(f"recommended: {self.recommended} stage(s)")
+        lines.append(f"recommended: {self.recommended} stage(s)" if self.recommended else "recommended: none")
         lines += [f"  - {why}" for why in self.reasons]
         return "\n".join(lines)
 
@@ -132,8 +145,18 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
         raise ArgumentError(f"costs must be a KernelCosts, got {type(costs).__name__}")
     if not ops:
         raise ArgumentError("plan needs at least one operand tile")
-    if threads % 32 or not 32 <= threads <= 1024:
+    threads = check_int(threads, "threads", 32, 1024)
+    if threads % 32:
         raise ArgumentError(f"threads must be a multiple of 32 in [32, 1024], got {threads}")
+    max_stages = check_int(max_stages, "max_stages", 1, MAX_PLANNED_STAGES)
+    static_smem = check_int(static_smem, "static_smem", 0, 1 << 30)
+    tiles = check_int(tiles, "tiles", 1, 1 << 20)
+    if regs_per_thread is not None:
+        regs_per_thread = check_int(regs_per_thread, "regs_per_thread", 1, 255)
+    if blocks_per_sm is not None:
+        blocks_per_sm = check_int(blocks_per_sm, "blocks_per_sm", 1, 64)
+    if compute_ns is not None:
+        compute_ns = check_float(compute_ns, "compute_ns", 0.0)
     dev = _device(device)
     stage = sum(o.nbytes for o in ops)
     needed = dev.bytes_in_flight_per_sm
@@ -165,6 +188,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     return result
 
 
+MAX_PLANNED_STAGES = 64  # a plan's table has a row per stage count
 NEAR_SATURATION = 0.9  # a tile's memory time / its work at which the planner keeps Little's law's bytes in flight
 
 
@@ -183,9 +207,14 @@ def _recommend(p: Plan) -> None:
     dev, why = p.device, p.reasons
     fitting = [r for r in p.rows if r.fits and r.blocks_per_sm > 0]
     if not fitting:
-        p.impossible = (f"one stage of {p.stage_bytes / KiB:.0f} KiB does not fit: {dev.name} allows "
-                        f"{dev.smem_per_block_optin // KiB} KiB per block")
-        why.append("use smaller tiles or a narrower dtype")
+        one = p.rows[0]
+        if one.fits:  # shared memory fits; registers or threads leave no room for a block
+            p.impossible = f"no block of {p.threads} threads fits an SM of {dev.name}: limited by {one.limiter}"
+            why.append("use fewer threads or registers per thread")
+        else:
+            p.impossible = (f"one stage of {p.stage_bytes / KiB:.0f} KiB does not fit: {dev.name} allows "
+                            f"{dev.smem_per_block_optin // KiB} KiB per block")
+            why.append("use smaller tiles or a narrower dtype")
         return
     if len(p.rows) > 1 and not p.row(2).fits:
         p.impossible = (f"2 stages need {p.row(2).smem_per_block / KiB:.0f} KiB of shared memory; {dev.name} allows "
