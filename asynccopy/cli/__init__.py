@@ -18,9 +18,17 @@ from ..errors import AsyncCopyError
 from . import bench, info, model, tma
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the rule broken and where to read more, not the whole usage."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="asynccopy", description="Asynchronous global -> shared data movement on "
-                                "NVIDIA GPUs: kernels, benchmarks, planner, TMA tools.")
+    p = _Parser(prog="asynccopy", description="Asynchronous global -> shared data movement on "
+                "NVIDIA GPUs: kernels, benchmarks, planner, TMA tools.")
     p.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     p.add_argument("--version", action="version", version=f"asynccopy {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
