@@ -13,8 +13,8 @@ import numpy as np
 
 from . import arrays, device, stream
 from .buffers import Scratch
-from .model import simulate
 from .errors import ArgumentError, AsyncCopyError, check_int
+from .model import simulate
 from .model.simulate import TileEvents
 
 MAX_TILES = 64

@@ -4,8 +4,6 @@ limits, every interleave x swizzle x dtype x rank, zero and huge strides, misali
 
 from __future__ import annotations
 
-import numpy as np
-
 from asynccopy.dtypes import DTYPES
 from asynccopy.tensormap import INTERLEAVES, L2_PROMOTIONS, SWIZZLE_SPAN, SWIZZLES, TensorMapSpec
 

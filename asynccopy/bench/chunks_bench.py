@@ -89,8 +89,8 @@ def crossover(rows: list[ChunkRow], pair=DEFAULT_PAIR) -> int | None:
     by_chunk: dict[int, dict[str, float]] = {}
     for r in rows:
         by_chunk.setdefault(r.chunk_bytes, {})[r.mechanism] = r.gbps
-    chunks = sorted(by_chunk)
+    chunks = sorted(c for c, got in by_chunk.items() if first in got and second in got)  # measured both ways
     for i, c in enumerate(chunks):
-        if all(by_chunk[d].get(second, 0) >= by_chunk[d].get(first, 0) for d in chunks[i:]):
+        if all(by_chunk[d][second] >= by_chunk[d][first] for d in chunks[i:]):
             return c
     return None

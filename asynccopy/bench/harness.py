@@ -178,7 +178,8 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20,
             except Skip as why:
                 progress(f"{head}: skipped ({why})")
                 continue
-            got = {p: time_ms(lambda r, p=p: case.run(p, r), stream, warmup=warmup, reps=reps) for p in case.points}
+            got = {p: time_ms(lambda r, p=p, run=case.run: run(p, r), stream, warmup=warmup, reps=reps)
+                   for p in case.points}
             case.verify()
         finally:
             case.finish()

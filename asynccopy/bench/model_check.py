@@ -45,8 +45,8 @@ def measured_compute_ns(intensities, *, tile: int = 4096, threads: int = 256,
 
     out = {}
     for k in intensities:
-        _, blocks = trace.run(mechanism.baseline(), intensity=k, tile=tile, threads=threads, tiles_per_block=16, check_all=False,
-                              blocks_per_sm=blocks_per_sm)
+        _, blocks = trace.run(mechanism.baseline(), intensity=k, tile=tile, threads=threads, tiles_per_block=16,
+                              check_all=False, blocks_per_sm=blocks_per_sm)
         out[k] = statistics.median(t.compute_end - t.compute_start for b in blocks[:16] for t in b.tiles)
     return out
 

@@ -71,11 +71,17 @@ def configs(mechanisms=None, stages=DEFAULT_STAGES, *, tile=4096, threads=256, s
                     raise  # asked for by name: say why it cannot run
                 continue  # e.g. producer warps do not fit beside 1024 threads, or the tile does not split
             if arch is not None and not cfg.compiles_for(arch):
+                if mechanisms:  # asked for by name: say why it cannot run
+                    raise AsyncCopyError(f"mechanism {name!r} needs compute capability {mech.min_cc[0]}."
+                                         f"{mech.min_cc[1]}; {where} ({arch}) is below it")
                 continue
             if smem_limit is not None:
                 try:
                     cfg.check_fits(smem_limit, where)
                 except AsyncCopyError:
+                    if mechanisms and not any(c.mechanism == name for c in out) and s == max(
+                            [mech.fixed_stages] if mech.fixed_stages else stages):
+                        raise  # asked for by name and no stage count of it fits
                     continue
             out.append(cfg)
     return out

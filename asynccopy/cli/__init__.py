@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-
 import os
+import sys
 
 from .. import __version__
 from ..errors import AsyncCopyError

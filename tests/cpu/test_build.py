@@ -6,7 +6,7 @@ import pytest
 
 import asynccopy
 from asynccopy import build
-from asynccopy.errors import CompileError
+from asynccopy.errors import ArgumentError, CompileError
 
 TINY = r"""
 #include <asynccopy/ldgsts.cuh>
@@ -92,17 +92,23 @@ def test_compile_error_carries_the_nvrtc_log():
         asynccopy.compile("__global__ void k() { undefined_thing(); }", arch="sm_90a", name="broken")
 
 
-@pytest.mark.parametrize(
-    "given, want",
-    [("sm_90a", "sm_90a"), ("90a", "sm_90a"), ("9.0", "sm_90a"), ((8, 0), "sm_80"), ("sm_80", "sm_80"), ("8.6", "sm_86")],
-)
-def test_parse_arch(given, want):
-    assert build.parse_arch(given) == want
+def test_the_arch_may_be_spelled_any_way_parse_arch_takes(fresh_cache):
+    modules = [asynccopy.compile(TINY, arch=arch) for arch in ("9.0", (9, 0), "90a", "SM_90A")]
+    assert [m.arch for m in modules] == ["sm_90a"] * 4
+    assert [m.source for m in modules] == ["compiled"] + ["memory cache"] * 3
+    assert len(list(fresh_cache.glob("*.cubin"))) == 1  # one cache entry whatever the spelling
 
 
-def test_parse_arch_rejects_nonsense():
-    with pytest.raises(CompileError, match="arch must look like 'sm_90a'"):
-        build.parse_arch("hopper")
+def test_a_nonsense_arch_is_an_argument_error_before_nvrtc_runs():
+    with pytest.raises(ArgumentError, match="arch must look like 'sm_90a'"):
+        asynccopy.compile(TINY, arch="hopper")
+
+
+def test_read_kernel_takes_a_package_name_or_a_path_of_your_own(tmp_path):
+    assert "stream_ldgsts" in build.read_kernel("stream.cu")
+    own = tmp_path / "mine.cu"
+    own.write_text("// mine\n")
+    assert build.read_kernel(own) == "// mine\n" and build.read_kernel(str(own)) == "// mine\n"
 
 
 def test_toolchain_versions_are_known():

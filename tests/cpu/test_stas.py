@@ -1,12 +1,13 @@
-"""The STAS ring and clusters without a GPU: argument checks, the kernels' SASS, the expected words."""
+"""The STAS ring without a GPU: argument checks, the kernels' SASS, the expected words."""
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from asynccopy import cluster, stas
-from asynccopy.errors import ArgumentError
+from asynccopy import device, stas
+from asynccopy.errors import ArgumentError, DeviceError
 
 
 def test_ring_kernels_hold_stas_and_the_cluster_barrier():
@@ -75,13 +76,6 @@ def test_expected_words_follow_the_kernel_formula():
     assert (bad != msg).sum() == 1 and bad[0] == msg[0] ^ 1
 
 
-def test_cluster_sizes():
-    assert cluster.check_size(8) == 8 and cluster.check_size(16) == 16
-    for bad in (0, -1, 2.0, True):
-        with pytest.raises(ArgumentError, match="a cluster size is a positive number of blocks"):
-            cluster.check_size(bad)
-
-
 @pytest.mark.parametrize("rounds", [0, 1 << 31, 2.0])
 def test_ring_rounds_are_checked_before_any_device_use(rounds):
     with pytest.raises(ArgumentError, match=r"rounds must be an integer in \[1, 2\^31\), got"):
@@ -96,3 +90,40 @@ def test_corrupt_round_is_checked_before_any_device_use(corrupt):
     ring.rounds = 0  # rounds can change between launches: checked again
     with pytest.raises(ArgumentError, match=r"rounds must be an integer in \[1, 2\^31\), got 0"):
         ring.launch()
+
+
+def _fake_gpu(monkeypatch, table_name):
+    monkeypatch.setattr(device, "current", lambda device_id=None: replace(device.KNOWN[table_name], device_id=0))
+
+
+def test_a_ring_needs_a_hopper(monkeypatch):
+    _fake_gpu(monkeypatch, "A100-80GB")
+    with pytest.raises(DeviceError, match=r"^the STAS ring needs compute capability 9.0 or newer; A100-80GB is 8.0$"):
+        stas.prepare(2, 256, 10)
+
+
+def test_receive_buffers_must_fit_a_blocks_shared_memory(monkeypatch):
+    _fake_gpu(monkeypatch, "H200")
+    with pytest.raises(ArgumentError, match=r"^4 x 65536 B receive buffers do not fit the 227 KiB of shared memory a "
+                                            r"block may use$"):
+        stas.prepare(2, 65536, 10, slots=4)
+
+
+def test_labels_and_bytes_per_launch():
+    assert stas.RingConfig.make(2, 256, vec=8, slots=4).label() == "st.async v8 x4"
+    assert stas.RingConfig.make(2, 256, via="global", slots=1).label() == "global+flags x1"
+    ring = stas.Ring(stas.RingConfig.make(4, 1024), clusters=3, rounds=10, stream=None)
+    assert ring.blocks == 12 and ring.bytes_per_launch == 12 * 10 * 1024
+
+
+def test_expected_last_is_each_blocks_left_neighbours_last_message():
+    cfg = stas.RingConfig.make(3, 64)
+    result = stas.RingResult(cfg, clusters=2, rounds=5, errors=0, last=None)
+    last = stas.expected_last(result, seed=11)
+    assert last.shape == (6, 16)
+    for b in range(6):
+        cid, rank = divmod(b, 3)
+        np.testing.assert_array_equal(last[b], stas.expected_message(11, cid, (rank + 2) % 3, 4, 16))
+    corrupted = stas.expected_last(result, seed=11, corrupt_round=4)
+    assert [int((corrupted[b] != last[b]).sum()) for b in range(6)] == [0, 1, 0, 0, 1, 0]  # rank 1 hears rank 0
+    assert np.array_equal(stas.expected_last(result, seed=11, corrupt_round=3), last)  # not the last round

@@ -1,22 +1,18 @@
-"""Every tile-stream kernel compiles for sm_80 and sm_90a; its SASS holds the copy it claims."""
+"""Every tile-stream kernel compiles for sm_80 and sm_90a; its SASS holds the copy its record claims, and
+from its record's `uniform_loop_from` on every stage count compiles the same compute loop."""
 
+import pathlib
 import re
 
 import pytest
 
-from asynccopy import stream
-from asynccopy.bench.stream_bench import DEFAULT_VARIANTS
+from asynccopy import mechanism, stream
 from asynccopy.errors import ArgumentError
+from tests import sass as sass_of
 
 ARCHS = ["sm_80", "sm_90a"]
 VARIANTS = [pytest.param(name, opts, id=f"{name}-{'-'.join(f'{k}{v}' for k, v in opts.items())}".rstrip("-"))
-            for name, opts in DEFAULT_VARIANTS]
-
-
-def _sass_by_function(sass: str) -> dict[str, str]:
-    """SASS text per function (cuobjdump prints `Function : <mangled name>` before each)."""
-    parts = re.split(r"\n\s*Function : (\S+)", sass)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+            for name, opts in mechanism.variants()]
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -28,13 +24,12 @@ def test_kernel_compiles_and_sass_matches_its_mechanism(name, opts, arch):
             cfg.compile(arch)
         return
     module = cfg.compile(arch)
-    functions = _sass_by_function(module.sass())
+    functions = sass_of.by_function(module.sass())
     names = [cfg.name_expression()] if cfg.mech.fixed_stages else [cfg.name_expression(s) for s in stream.COMPILED_STAGES]
     assert len(functions) == len(names), f"expected {len(names)} kernels in the cubin, found {len(functions)}"
     expected = cfg.expected_sass(arch)
     for expr in names:
-        mangled = module.symbol_mapping[expr]
-        body = functions[mangled]
+        body = functions[module.symbol_mapping[expr]]
         if expected is None:
             assert "LDGSTS" not in body and "UBLKCP" not in body, f"{expr}: a synchronous kernel holds an async copy"
             assert "LDG.E" in body
@@ -45,10 +40,11 @@ def test_kernel_compiles_and_sass_matches_its_mechanism(name, opts, arch):
 
 
 def test_barrier_vec16_on_hopper_is_a_bulk_copy_and_ldgsts_elsewhere():
-    cfg = stream.StreamConfig.make("barrier", 2, vec=16)
-    assert cfg.expected_sass("sm_90a") == "UBLKCP"
-    assert cfg.expected_sass("sm_80") == "LDGSTS"
-    assert stream.StreamConfig.make("barrier", 2, vec=8).expected_sass("sm_90a") == "LDGSTS"
+    # (a boundary tile's prefix, 4-byte aligned, is an LDGSTS copy everywhere)
+    assert "UBLKCP" in stream.StreamConfig.make("barrier", 2, vec=16).compile("sm_90a").sass()
+    ampere = stream.StreamConfig.make("barrier", 2, vec=16).compile("sm_80").sass()
+    assert "LDGSTS" in ampere and "UBLKCP" not in ampere
+    assert "UBLKCP" not in stream.StreamConfig.make("barrier", 2, vec=8).compile("sm_90a").sass()
 
 
 def test_ldgsts_cache_mode_reaches_the_sass():
@@ -64,27 +60,6 @@ def test_ldgsts_copy_width_reaches_the_sass(vec, width):
     assert re.search(rf"LDGSTS\.E{re.escape(width)}(\.ZFILL)?\s", sass), f"no {vec}-byte LDGSTS"
 
 
-def test_tma_building_blocks_compile_with_their_instructions():
-    from asynccopy import tma
-
-    sass = tma.module("sm_90a").sass()
-    for op in ("UTMALDG", "UTMASTG", "UBLKCP", "FENCE.VIEW.ASYNC.S", "SYNCS"):
-        assert op in sass, f"no {op} in tma.cu's SASS"
-    with pytest.raises(ArgumentError, match=r"TMA needs compute capability 9.0; sm_80 is below it"):
-        tma.module("sm_80")
-
-
-def test_tma_2d_tile_rule():
-    with pytest.raises(ArgumentError, match=r"tma_2d loads a tile as a box of rows of 64 floats"):
-        stream.StreamConfig.make("tma_2d", 2, tile=32768, threads=512)
-
-
-def test_producer_warp_counts_against_the_block_limit():
-    with pytest.raises(ArgumentError, match=r"'tma_1d_pipeline' adds 1 producer warp\(s\): threads \+ 32 must be <= 1024"):
-        stream.StreamConfig.make("tma_1d_pipeline", 2, threads=1024, tile=4096)
-    assert stream.StreamConfig.make("tma_1d_pipeline", 2).block == 256 + 32
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_warp_specialized_copies_complete_on_barriers(arch):
     # ws_ldgsts ties each producer thread's cp.async to the full mbarrier (cp.async.mbarrier.arrive.noinc);
@@ -97,70 +72,50 @@ def test_warp_specialized_copies_complete_on_barriers(arch):
         assert "UBLKCP" in sass and "SYNCS.PHASECHK" in sass and "LDGSTS" not in sass
 
 
-def test_producer_warps_are_checked():
-    cfg = stream.StreamConfig.make("ws_ldgsts", 2, threads=256, producers=3, tile=3 * 1024)
-    assert cfg.block == 256 + 96 and cfg.label() == "ws_ldgsts p3"
-    assert cfg.name_expression() == "stream_ws_ldgsts<3, 256, 3072, 2>"
-    assert stream.StreamConfig.make("ws_tma", 2).producers == 1  # the default split
-    with pytest.raises(ArgumentError, match=r"producers must be a number of warps in \[1, 8\], got 9"):
-        stream.StreamConfig.make("ws_ldgsts", 2, producers=9)
-    with pytest.raises(ArgumentError, match=r"mechanism 'ldgsts' takes no producers option"):
-        stream.StreamConfig.make("ldgsts", 2, producers=1)
-    with pytest.raises(ArgumentError, match=r"the tile's 1024 16-byte chunks must split evenly over 96 producer"):
-        stream.StreamConfig.make("ws_ldgsts", 2, producers=3)
-    with pytest.raises(ArgumentError, match=r"adds 8 producer warp\(s\): threads \+ 256 must be <= 1024"):
-        stream.StreamConfig.make("ws_tma", 2, threads=1024, tile=4096, producers=8)
-
-
 def test_contiguous_tile_runs_are_a_compile_time_switch():
     persistent = stream.StreamConfig.make("tma_1d_pipeline", 2, tile=8192)
     runs = stream.StreamConfig.make("tma_1d_pipeline", 2, tile=8192, tiles_per_block=2)
-    assert runs.label() == "tma_1d_pipeline 2/block" and persistent.label() == "tma_1d_pipeline"
     a, b = persistent.compile("sm_90a"), runs.compile("sm_90a")
     assert a.cubin != b.cubin and "UBLKCP" in b.sass()
-    with pytest.raises(ArgumentError, match=r"tiles_per_block must be 0 \(a persistent grid\) or a run length"):
-        stream.StreamConfig.make("ldgsts", 2, tiles_per_block=-1)
 
 
-def _compute_loop(body: str) -> str:
-    """The innermost loop with the compute's FMAs (a backward branch around >= 16 FFMAs), addresses and
-    branch targets blanked."""
-    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", body)]
-    best = None
-    for at, text in ins:
-        m = re.search(r"BRA .*0x([0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < at:
-            loop = [t for a, t in ins if int(m.group(1), 16) <= a <= at]
-            if sum("FFMA" in t for t in loop) >= 16 and (best is None or len(loop) < len(best)):
-                best = loop
-    assert best is not None, "no compute loop found"
-    return "\n".join(re.sub(r"0x[0-9a-f]+", "X", t) for t in best)
+UNIFORM = [v for v in VARIANTS if mechanism.get(v.values[0]).uniform_loop_from is not None]
 
 
-# Stage counts whose kernels must run the very same compute loop. A stage count used to change the
-# division in stage_of / phase_of (shift, multiply-high, ...), hence the register allocation and
-# ptxas's schedule of the compute: some stage counts ran it 5-18% slower (NOTES 15, 22). ws_pipeline
-# keeps its own division inside libcu++'s partitioned pipeline and is left out.
-SAME_LOOP = {"tma_1d_pipeline": range(2, 9), "tma_2d": range(2, 9), "ws_tma": range(2, 9),
-             "ws_ldgsts": range(2, 9), "pipeline": range(2, 9), "barrier": range(3, 9), "ldgsts": range(4, 9),
-             "cg": range(4, 9), "primitives": range(4, 9)}
-
-
-@pytest.mark.parametrize("name, opts", [v for v in VARIANTS if v.values[0] in SAME_LOOP])
-def test_every_stage_count_runs_the_same_compute_loop(name, opts):
+# A stage count used to change the division in stage_of / phase_of (shift, multiply-high, ...), hence the
+# register allocation and ptxas's schedule of the compute: some stage counts ran it 5-18% slower (NOTES
+# 15, 22). A record's uniform_loop_from says from which stage count on they must all compile the same loop.
+@pytest.mark.parametrize("name, opts", UNIFORM)
+def test_every_stage_count_from_the_records_on_runs_the_same_compute_loop(name, opts):
     cfg = stream.StreamConfig.make(name, **opts)
     module = cfg.compile("sm_90a")
-    functions = _sass_by_function(module.sass())
-    loops = {s: _compute_loop(functions[module.symbol_mapping[cfg.name_expression(s)]]) for s in SAME_LOOP[name]}
-    first = min(loops)
+    functions = sass_of.by_function(module.sass())
+    first = cfg.mech.uniform_loop_from
+    stages = range(first, max(stream.COMPILED_STAGES) + 1)
+    assert len(stages) >= 2, f"{name}: uniform_loop_from={first} leaves nothing to compare"
+    loops = {s: sass_of.compute_loop(functions[module.symbol_mapping[cfg.name_expression(s)]]) for s in stages}
     differ = [s for s in loops if loops[s] != loops[first]]
     assert not differ, f"{cfg.label()}: stages {differ} compile the compute loop differently from stages {first}"
 
 
+@pytest.mark.parametrize("name, opts", [v for v in UNIFORM if mechanism.get(v.values[0]).uniform_loop_from > 1])
+def test_uniform_loop_from_is_the_smallest_such_stage_count(name, opts):
+    # the stage count below the record's compiles another loop (else the record could say less)
+    cfg = stream.StreamConfig.make(name, **opts)
+    module = cfg.compile("sm_90a")  # the test above's module, from the cache
+    first = cfg.mech.uniform_loop_from
+    functions = sass_of.by_function(module.sass())
+    loop = {s: sass_of.compute_loop(functions[module.symbol_mapping[cfg.name_expression(s)]]) for s in (first - 1, first)}
+    assert loop[first - 1] != loop[first], f"{cfg.label()}: {first - 1} stages compile the same loop as {first}"
+
+
+def test_uniform_loop_variants_cover_every_multi_stage_mechanism_but_ws_pipeline():
+    names = {v.values[0] for v in UNIFORM}
+    assert names == {m.name for m in mechanism.mechanisms() if m.fixed_stages is None} - {"ws_pipeline"}
+
+
 def test_stage_multipliers_divide_exactly_below_the_tile_limit():
     """pipeline.cuh's stage_of / phase_of: i / S == umulhi(i, m[S]) for every tile counter a launch allows."""
-    import pathlib
-
     src = (pathlib.Path(stream.__file__).parent / "kernels/include/asynccopy/pipeline.cuh").read_text()
     table = re.search(r"stage_magic\[9\] = \{([^}]*)\}", src).group(1)
     magic = [int(v.strip().rstrip("u"), 16 if "x" in v else 10) for v in table.split(",")]

@@ -43,6 +43,10 @@ def test_apply_and_undo_round_trip():
     box = np.random.default_rng(1).integers(0, 255, size=(16, 64), dtype=np.uint8)
     img = swizzle.apply(box, "64B", base=128)
     assert np.array_equal(swizzle.undo(img, box.size, "64B", base=128), box.reshape(-1))
+    assert not np.array_equal(img[:box.size], box.reshape(-1))  # a round trip of two identities proves nothing
+    offs = np.asarray(swizzle.smem_offset(np.arange(box.size), "64B", 128))
+    assert np.array_equal(img[offs], box.reshape(-1))  # byte i of the box lands where smem_offset says
+    assert np.array_equal(swizzle.apply(box, "none"), box.reshape(-1))
 
 
 def test_column_read_of_swizzled_bf16_tile_is_conflict_free():

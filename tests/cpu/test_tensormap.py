@@ -137,3 +137,24 @@ def test_box_size_counts_element_strides_as_the_driver_does():
     tensormap.validate(spec)
     with pytest.raises(TensorMapError, match=r"the box holds 276480 bytes"):
         tensormap.validate(tensormap.with_fields(spec, element_strides=(1, 1, 1, 1, 1), box=(192, 5, 3, 6, 2)))
+
+
+def test_on_adversarial_configurations_the_validator_names_a_rule_or_accepts_what_the_driver_can_be_asked():
+    # the CPU twin of scripts/tensormap_agreement.py (which asks the driver): no other exception, and nothing
+    # that cuda.bindings could not even pass (a list of the wrong length, a field out of its integer type) accepted
+    import numpy as np
+
+    from tests import tensormap_fuzz
+
+    rng = np.random.default_rng(20261201)
+    verdicts = {True: 0, False: 0}
+    for _ in range(4000):
+        spec = tensormap_fuzz.spec(rng, 0x7F0000000000)
+        try:
+            tensormap.validate(spec, lint=False, safety=False)
+        except TensorMapError:
+            verdicts[False] += 1
+            continue
+        verdicts[True] += 1
+        assert tensormap_fuzz.encodable(spec), f"accepted, but the driver cannot be asked: {spec}"
+    assert min(verdicts.values()) > 1000, f"a lopsided sample: {verdicts}"  # both verdicts well exercised

@@ -6,9 +6,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from asynccopy import stream, trace
-from asynccopy.errors import ArgumentError
-from asynccopy.simulate import TileEvents
+from asynccopy import device, mechanism, stream, trace
+from asynccopy.errors import ArgumentError, DeviceError
+from asynccopy.model.simulate import TileEvents
 
 
 def _record(raw, block, gt0, c0, gt1, c1, events):
@@ -54,22 +54,34 @@ def test_overlap_of_the_next_copy_with_a_compute():
 def test_as_simulation_starts_at_zero():
     block = trace.BlockTrace(0, _tiles([(100, 110, 110, 130), (120, 132, 132, 150)]), {}, 1.0)
     sim = trace.as_simulation(block, 2)
-    assert sim.events[0].issued == 0 and sim.total_ns == 50
+    assert [(e.issued, e.ready, e.compute_start, e.compute_end) for e in sim.events] == [(0, 10, 10, 30),
+                                                                                         (20, 32, 32, 50)]
+    assert (sim.stages, sim.blocks, sim.tiles, sim.total_ns) == (2, 1, 2, 50)
+    assert block.tiles[0].issued == 100  # the block's own trace is left as it was
 
 
-@pytest.mark.parametrize("mechanism", sorted(stream.MECHANISMS))  # every one can be traced (ws_* could not)
-def test_trace_switch_adds_clock_reads_only_when_on(mechanism):
-    cfg = stream.StreamConfig.make(mechanism)
+@pytest.mark.parametrize("name", list(mechanism.MECHANISMS))  # every one can be traced (ws_* once could not)
+def test_trace_switch_adds_clock_reads_only_when_on(name):
+    cfg = stream.StreamConfig.make(name)
     off = cfg.compile("sm_90a").sass()
     on = replace(cfg, trace=True).compile("sm_90a").sass()
     assert not re.search(r"SR_CLOCKLO|SR_GLOBALTIMER", off)
     assert "SR_CLOCKLO" in on and "SR_GLOBALTIMER" in on
 
 
-def test_traced_launch_needs_its_buffer():
-    from asynccopy.device import DeviceFacts
+@pytest.mark.parametrize("args, kwargs, message", [
+    (("ldgsts",), {"producers": 2}, r"mechanism 'ldgsts' takes no producers option"),
+    (("ldgsts", 2), {"intensity": -1}, r"intensity must be in \[0, 2\^31\), got -1"),
+    (("ldgsts", 2), {"blocks_per_sm": 0}, r"blocks_per_sm must be >= 1, got 0"),
+    (("sync", 2), {}, r"mechanism 'sync' has exactly 1 stage\(s\); got stages=2"),
+])
+def test_a_traced_run_checks_its_arguments_before_any_device_use(args, kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        trace.run(*args, **kwargs)
 
-    cfg = replace(stream.StreamConfig.make("ldgsts"), trace=True)
-    facts = DeviceFacts("fake", (9, 0), "sm_90a", 1, 1 << 17, 1 << 17, 1, 1, 1, 1)
-    with pytest.raises(ArgumentError, match=r"a traced kernel needs a trace buffer"):
-        stream.launch(cfg, 0, 0, 10, 0, stream=None, facts=facts)
+
+def test_a_traced_run_of_a_newer_mechanism_names_the_device(monkeypatch):
+    monkeypatch.setattr(device, "current", lambda device_id=None: replace(device.KNOWN["A100-80GB"], device_id=0))
+    with pytest.raises(DeviceError, match=r"mechanism 'tma_2d' needs compute capability 9.0 or newer; "
+                                                 r"A100-80GB is 8.0"):
+        trace.run("tma_2d", 2)

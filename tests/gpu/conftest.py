@@ -1,4 +1,14 @@
-"""GPU tests: skipped, with the reason, where there is no CUDA device."""
+"""GPU tests. One gate, with the reason in the skip:
+
+* the ``facts`` fixture (every test gets it through the autouse ``_gate``) skips with
+  "no CUDA device: ..." where there is no GPU;
+* ``@pytest.mark.cc(9, 0)`` (on a test, a class, a module's ``pytestmark`` or a ``pytest.param``) skips
+  with "needs compute capability 9.0; <device> is X.Y" on an older GPU;
+* :func:`require_cc` does the same inside a test whose compute capability depends on its parameters
+  (``require_cc(facts, mechanism.get(name).min_cc)``).
+
+The marker is registered in tests/conftest.py.
+"""
 
 import importlib
 
@@ -7,6 +17,15 @@ import pytest
 
 from asynccopy import device
 from asynccopy.errors import DeviceError
+
+
+def require_cc(facts, cc) -> None:
+    """Skip the running test unless the device's compute capability is at least ``cc`` = (major, minor)."""
+    cc = tuple(cc)
+    if len(cc) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in cc):
+        raise ValueError(f"a compute capability is (major, minor), got {cc!r}")
+    if tuple(facts.cc) < cc:
+        pytest.skip(f"needs compute capability {cc[0]}.{cc[1]}; {facts.name} is {facts.cc[0]}.{facts.cc[1]}")
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +37,13 @@ def facts():
 
 
 @pytest.fixture(autouse=True)
-def _needs_gpu(facts):
+def _gate(request, facts):
+    """Every GPU test needs a device; a `cc` marker asks for a compute capability too."""
+    marker = request.node.get_closest_marker("cc")
+    if marker is not None:
+        if marker.kwargs or len(marker.args) != 2:
+            raise ValueError(f"use @pytest.mark.cc(major, minor), got args {marker.args} kwargs {marker.kwargs}")
+        require_cc(facts, marker.args)
     return facts
 
 
@@ -63,12 +88,12 @@ def _framework(name):
 
 
 @pytest.fixture(params=["cupy", "torch"])
-def xp(request):
+def xp(request, facts):  # facts first: without a GPU, that is the reason to give
     return _framework(request.param)
 
 
 @pytest.fixture(scope="session")
-def any_xp():
+def any_xp(facts):
     """The first of CuPy, PyTorch that is installed."""
     for name in ("cupy", "torch"):
         try:
@@ -81,3 +106,14 @@ def any_xp():
 @pytest.fixture
 def rng():
     return np.random.default_rng()  # fresh inputs every run
+
+
+def check_stream_output(got, host, intensity, tile):
+    """Every element written; bit-exact at intensity 0, float64-referenced (rtol 1e-5) above."""
+    from asynccopy import stream
+
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} elements never written"
+    if intensity == 0:
+        np.testing.assert_array_equal(got, host)
+    else:
+        np.testing.assert_allclose(got, stream.reference(host, intensity, tile), rtol=1e-5, atol=1e-6)

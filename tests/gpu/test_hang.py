@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.cc(8, 0)  # mbarriers (hang_demo.cu) and ws_ldgsts
+
 CHILD = textwrap.dedent(
     """
     import numpy as np

@@ -10,13 +10,12 @@ from asynccopy import build
 SMOKE = (Path(__file__).parent.parent / "data" / "wrappers_smoke.cu").read_text()
 
 
+@pytest.mark.cc(9, 0)  # bulk copies
 def test_unused_public_wrappers_run(facts):
     from cuda.core import Device
 
-    from asynccopy.bench.harness import Scratch
+    from asynccopy.buffers import Scratch
 
-    if facts.cc < (9, 0):
-        pytest.skip("bulk copies need CC 9.0")
     s = Device(facts.device_id).create_stream()
     scratch = Scratch(s, facts)
     x, y = scratch.alloc(1024), scratch.alloc(1024)

@@ -8,6 +8,7 @@ import pytest
 
 from asynccopy import mechanism, stream
 from asynccopy.buffers import Scratch
+from tests.gpu.conftest import require_cc
 
 pytestmark = pytest.mark.sanitize
 
@@ -34,9 +35,7 @@ def scratch(facts):
 
 @pytest.mark.parametrize("name, opts, stages", list(_variants()))
 def test_tile_stream_kernel(scratch, facts, name, opts, stages):
-    mech = mechanism.get(name)
-    if facts.cc < mech.min_cc:
-        pytest.skip(f"needs compute capability {mech.min_cc[0]}.{mech.min_cc[1]}")
+    require_cc(facts, mechanism.get(name).min_cc)
     cfg = stream.StreamConfig.make(name, stages, tile=TILE, threads=THREADS, **opts)
     x, y = scratch.alloc(N), scratch.alloc(N)
     try:
@@ -52,13 +51,11 @@ def test_tile_stream_kernel(scratch, facts, name, opts, stages):
 
 
 @pytest.fixture
-def cupy(facts):
-    cp = pytest.importorskip("cupy")
-    if facts.cc < (9, 0):
-        pytest.skip(f"TMA needs compute capability 9.0; {facts.name} is {facts.cc[0]}.{facts.cc[1]}")
-    return cp
+def cupy():
+    return pytest.importorskip("cupy")
 
 
+@pytest.mark.cc(9, 0)  # TMA
 def test_tma_box_load_and_store(cupy):
     from asynccopy import swizzle, tma
 
@@ -73,6 +70,7 @@ def test_tma_box_load_and_store(cupy):
     assert np.array_equal(cupy.asnumpy(y)[8:24], want)
 
 
+@pytest.mark.cc(9, 0)  # TMA
 def test_tma_bulk_round_trip_and_device_edited_maps(cupy):
     from asynccopy import tma
 
@@ -84,11 +82,10 @@ def test_tma_bulk_round_trip_and_device_edited_maps(cupy):
         assert np.array_equal(g, cupy.asnumpy(t)[:16, :32])
 
 
+@pytest.mark.cc(9, 0)  # st.async and clusters
 @pytest.mark.parametrize("via", ["dsmem", "global"])
-def test_stas_ring(facts, via):
+def test_stas_ring(via):
     from asynccopy import stas
 
-    if facts.cc < (9, 0):
-        pytest.skip(f"st.async needs compute capability 9.0; {facts.name} is {facts.cc[0]}.{facts.cc[1]}")
     r = stas.ring(2, 1024, 4, via=via, slots=2, clusters=2)
     assert r.errors == 0 and np.array_equal(r.last, stas.expected_last(r))

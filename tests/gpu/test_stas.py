@@ -1,23 +1,27 @@
 """The STAS ring and its global-memory twin on the GPU: every word of every round, every cluster size."""
 
+import functools
+
 import numpy as np
 import pytest
 
-from asynccopy import cluster, stas
+from asynccopy import cluster, device, stas
 from asynccopy.errors import ArgumentError
 
-
-@pytest.fixture(autouse=True)
-def _hopper(facts):
-    if facts.cc < (9, 0):
-        pytest.skip("st.async and clusters need CC 9.0")
+pytestmark = pytest.mark.cc(9, 0)  # st.async and clusters
 
 
+@functools.cache
 def _largest():
+    """The largest cluster of the default ring (256 threads, 2 x 4 KiB slots) this GPU runs."""
     from cuda.core import Device
 
-    kernel = stas._kernel(stas.RingConfig.make(2, 4096), stas.device.current().arch)
-    return cluster.max_cluster_size(kernel, block=256, shmem=2 * 4096, stream=Device().create_stream())
+    s = Device().create_stream()
+    try:
+        kernel = stas._kernel(stas.RingConfig.make(2, 4096), device.current().arch)
+        return cluster.max_cluster_size(kernel, block=256, shmem=2 * 4096, stream=s)
+    finally:
+        s.close()
 
 
 @pytest.mark.parametrize("size", [2, 3, 4, 8, 16])
@@ -65,37 +69,25 @@ def test_compile_time_cluster_dims():
     np.testing.assert_array_equal(r.last, stas.expected_last(r, 3))
 
 
-def test_launch_checks_the_kind_of_cluster():
-    from cuda.core import Device
-
-    s = Device().create_stream()
-    arch = stas.device.current().arch
-    fixed = stas._kernel(stas.RingConfig.make(4, 512, compile_time_cluster=True), arch)
-    assert fixed.attributes.required_cluster_width == 4
-    with pytest.raises(ArgumentError, match=r"fixes its cluster at compile time \(__cluster_dims__\(4, 1, 1\)\)"):
-        cluster.launch(fixed, block=256, stream=s, clusters=1, cluster=4)
-    with pytest.raises(ArgumentError, match=r"needs a grid that is a positive multiple of 4 blocks, got 6"):
-        cluster.launch(fixed, block=256, stream=s, blocks=6)
-    runtime = stas._kernel(stas.RingConfig.make(4, 512), arch)
-    with pytest.raises(ArgumentError, match=r"no compile-time cluster dimensions: give cluster= and clusters="):
-        cluster.launch(runtime, block=256, stream=s, blocks=8)
+def test_the_global_ring_refuses_more_clusters_than_can_be_resident():
+    r = stas.prepare(2, 4096, 3, via="global")
+    active = r.clusters
+    r.close()
+    with pytest.raises(ArgumentError, match=rf"the global-memory ring spins on flags between blocks: at most {active} "
+                                            rf"clusters of 2 can be resident at once, got clusters={active + 1}"):
+        stas.prepare(2, 4096, 3, via="global", clusters=active + 1)
 
 
-def test_cluster_queries_and_a_size_that_does_not_fit():
-    from cuda.core import Device
-
-    s = Device().create_stream()
-    kernel = stas._kernel(stas.RingConfig.make(2, 4096), stas.device.current().arch)
-    small = cluster.max_cluster_size(kernel, block=256, shmem=8192, stream=s)
-    assert cluster.PORTABLE_MAX <= small <= cluster.HARDWARE_MAX
-    assert cluster.max_active_clusters(kernel, 2, block=256, shmem=8192, stream=s) >= 60
-    # a block that fills an SM's shared memory: clusters are limited by SMs per GPC
-    big = 200 * 1024
-    largest = cluster.max_cluster_size(kernel, block=256, shmem=big, stream=s)
-    assert 1 <= largest <= small
-    if largest < cluster.HARDWARE_MAX:
-        with pytest.raises(ArgumentError, match=rf"a cluster of {largest + 1} blocks .* does not fit this device: "
-                                                rf"at most {largest}"):
-            cluster.check_fits(kernel, largest + 1, block=256, shmem=big, stream=s)
-    with pytest.raises(ArgumentError, match=r"the portable limit is 8 blocks, and 16 with the non-portable"):
-        cluster.check_fits(kernel, 17, block=256, shmem=big, stream=s)
+def test_errors_add_up_over_launches_until_reset():
+    r = stas.prepare(2, 256, 5, clusters=2)
+    try:
+        r.launch(seed=1, corrupt_round=0)
+        r.launch(seed=2, corrupt_round=4)
+        r.stream.sync()
+        assert r.errors() == 4  # 2 clusters x 2 launches
+        r.reset_errors()
+        r.launch(seed=3)
+        r.stream.sync()
+        assert r.errors() == 0
+    finally:
+        r.close()

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import asynccopy
-from asynccopy import stream
-from asynccopy.bench.stream_bench import DEFAULT_VARIANTS
+from asynccopy import mechanism, stream
+from tests.gpu.conftest import check_stream_output, require_cc
 
 STAGES = (1, 2, 3, 4, 8)
 TILE = 4096
@@ -13,8 +13,8 @@ SIZES = ("one", "partial_float4", "one_tile", "few_tiles", "many_tiles")
 
 
 def _cases():
-    for name, opts in DEFAULT_VARIANTS:
-        mech = stream.MECHANISMS[name]
+    for name, opts in mechanism.variants():
+        mech = mechanism.get(name)
         tag = "-".join(f"{k}{v}" for k, v in opts.items())
         for s in [mech.fixed_stages] if mech.fixed_stages else STAGES:
             yield pytest.param(name, opts, s, id=f"{name}{'-' + tag if tag else ''}-s{s}")
@@ -31,20 +31,14 @@ def _size(label, facts):
 
 
 def _check(got, host, intensity, tile=TILE):
-    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} elements never written"
-    if intensity == 0:
-        np.testing.assert_array_equal(got, host)
-    else:
-        np.testing.assert_allclose(got, stream.reference(host, intensity, tile), rtol=1e-5, atol=1e-6)
+    check_stream_output(got, host, intensity, tile)
 
 
 @pytest.mark.parametrize("intensity", [0, 3])
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("name, opts, stages", list(_cases()))
 def test_mechanism_matches_reference(any_xp, facts, rng, name, opts, stages, size, intensity):
-    need = stream.MECHANISMS[name].min_cc
-    if facts.cc < need:
-        pytest.skip(f"needs CC {need[0]}.{need[1]}")
+    require_cc(facts, mechanism.get(name).min_cc)
     n = _size(size, facts)
     x, host = any_xp.rand(n, rng)
     out = any_xp.nan(n)
@@ -58,6 +52,7 @@ def test_mechanism_matches_reference(any_xp, facts, rng, name, opts, stages, siz
     _check(any_xp.to_numpy(y), host, intensity)
 
 
+@pytest.mark.cc(8, 0)
 def test_output_is_the_callers_kind_and_shape(xp, rng):
     x, host = xp.rand((64, 1000), rng)
     y = asynccopy.run(x, "ldgsts", stages=3)
@@ -66,6 +61,7 @@ def test_output_is_the_callers_kind_and_shape(xp, rng):
     _check(xp.to_numpy(y), host, 0)
 
 
+@pytest.mark.cc(8, 0)
 def test_runs_on_the_callers_stream(xp, rng):
     x, host = xp.rand(1 << 20, rng)
     if xp.name == "cupy":
@@ -82,6 +78,7 @@ def test_runs_on_the_callers_stream(xp, rng):
     _check(xp.to_numpy(y), host, 2)
 
 
+@pytest.mark.cc(8, 0)
 def test_jax_arrays_in_and_out(rng):
     jnp = pytest.importorskip("jax.numpy")
     import jax
@@ -95,6 +92,7 @@ def test_jax_arrays_in_and_out(rng):
     _check(np.asarray(y), host, 1)
 
 
+@pytest.mark.cc(8, 0)
 @pytest.mark.parametrize("stages, tile, threads, blocks_per_sm", [(12, 4096, 256, 1), (3, 8192, 512, 2), (5, 2048, 128, 3)])
 def test_other_shapes(any_xp, facts, rng, stages, tile, threads, blocks_per_sm):
     n = facts.sm_count * tile * 2 + 77
@@ -105,6 +103,7 @@ def test_other_shapes(any_xp, facts, rng, stages, tile, threads, blocks_per_sm):
     _check(any_xp.to_numpy(y), host, 2, tile)
 
 
+@pytest.mark.cc(8, 0)
 def test_largest_buffer_opts_into_shared_memory(any_xp, facts, rng):
     # as many 16 KiB stages as the device allows: far above the 48 KB default
     stages = min(stream.MAX_STAGES, (facts.smem_per_block_optin - 1024) // (TILE * 4))
@@ -116,18 +115,21 @@ def test_largest_buffer_opts_into_shared_memory(any_xp, facts, rng):
     _check(any_xp.to_numpy(y), host, 0)
 
 
+@pytest.mark.cc(8, 0)
 def test_too_large_for_this_device_is_named(any_xp, facts, rng):
     x, _ = any_xp.rand(1024, rng)
     with pytest.raises(asynccopy.ArgumentError, match=rf"needs \d+ KiB of shared memory per block; {facts.name} allows"):
         asynccopy.run(x, "ldgsts", stages=16, tile=16384, threads=1024)
 
 
+@pytest.mark.cc(8, 0)
 def test_wrong_output_size_is_named(any_xp, rng):
     x, _ = any_xp.rand(1000, rng)
     with pytest.raises(asynccopy.ArgumentError, match=r"out has 999 elements, x has 1000"):
         asynccopy.run(x, "ldgsts", out=any_xp.nan(999))
 
 
+@pytest.mark.cc(8, 0)
 def test_empty_input(any_xp):
     x = any_xp.nan(0)
     y = asynccopy.run(x, "ldgsts")
@@ -140,9 +142,7 @@ def test_empty_input(any_xp):
 ])
 @pytest.mark.parametrize("intensity", [0, 2])
 def test_warp_specialized_splits(any_xp, facts, rng, name, producers, threads, tile, stages, intensity):
-    need = stream.MECHANISMS[name].min_cc
-    if facts.cc < need:
-        pytest.skip(f"needs CC {need[0]}.{need[1]}")
+    require_cc(facts, mechanism.get(name).min_cc)
     n = facts.sm_count * tile * 2 + tile // 3 + 1  # several tiles per block and a ragged last tile
     x, host = any_xp.rand(n, rng)
     y = asynccopy.run(x, name, stages=stages, intensity=intensity, tile=tile, threads=threads, producers=producers,
@@ -152,16 +152,15 @@ def test_warp_specialized_splits(any_xp, facts, rng, name, producers, threads, t
 
 
 def _runs_cases():
-    for n, o in DEFAULT_VARIANTS:  # every mechanism with runs of 2; the TMA pipeline with 1 and 5 too
+    for n, o in mechanism.variants():  # every mechanism with runs of 2; the TMA pipeline with 1 and 5 too
         for t in ((1, 2, 5) if n == "tma_1d_pipeline" else (2,)):
             yield pytest.param(n, o, t, id=f"{n}-{'-'.join(f'{k}{v}' for k, v in o.items())}-runs{t}")
 
 
 @pytest.mark.parametrize("name, opts, tiles_per_block", list(_runs_cases()))
 def test_contiguous_tile_runs(any_xp, facts, rng, name, opts, tiles_per_block):
-    mech = stream.MECHANISMS[name]
-    if facts.cc < mech.min_cc:
-        pytest.skip(f"needs CC {mech.min_cc[0]}.{mech.min_cc[1]}")
+    mech = mechanism.get(name)
+    require_cc(facts, mech.min_cc)
     stages = mech.fixed_stages or 3
     n = facts.sm_count * TILE * 3 + 2 * TILE + 7  # more blocks than SMs, and a ragged last tile
     x, host = any_xp.rand(n, rng)

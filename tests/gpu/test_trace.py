@@ -3,16 +3,21 @@ pipeline, and never in `sync`."""
 
 import pytest
 
-from asynccopy import trace
+from asynccopy import mechanism, trace
+from tests.gpu.conftest import require_cc
 
 
-@pytest.mark.parametrize("mechanism, stages", [("ldgsts", 4), ("pipeline", 3), ("sync_double", None)])
-def test_multi_stage_copies_overlap_compute(mechanism, stages):
-    _, blocks = trace.run(mechanism, stages, intensity=8, tiles_per_block=16)
+@pytest.mark.parametrize("name, stages", [("ldgsts", 4), ("pipeline", 3), ("sync_double", None), ("tma_2d", 3)])
+def test_multi_stage_copies_overlap_compute(facts, name, stages):
+    require_cc(facts, mechanism.get(name).min_cc)
+    cfg, blocks = trace.run(name, stages, intensity=8, tiles_per_block=16)
+    assert cfg.trace and cfg.stages == (stages or 2)
     block = blocks[0]
-    assert len(block.tiles) == 16
+    assert len(block.tiles) == 16 and len(blocks) == facts.sm_count
     hits = trace.overlapping(block.tiles)
     assert len(hits) >= 12, f"only tiles {hits} overlap the next copy"
+    t = block.tiles[5]
+    assert t.issued <= t.ready <= t.compute_start < t.compute_end  # one time axis, in ns
 
 
 def test_sync_never_overlaps():
@@ -21,26 +26,9 @@ def test_sync_never_overlaps():
         assert trace.overlapping(block.tiles) == []
 
 
-@pytest.mark.parametrize("mechanism", ["ws_tma", "ws_ldgsts"])
-def test_warp_specialized_kernels_trace(mechanism):
-    _, blocks = trace.run(mechanism, 4, intensity=8, tiles_per_block=16, producers=1)
+@pytest.mark.parametrize("name", [pytest.param("ws_tma", marks=pytest.mark.cc(9, 0)),
+                                  pytest.param("ws_ldgsts", marks=pytest.mark.cc(8, 0))])
+def test_warp_specialized_kernels_trace(name):
+    _, blocks = trace.run(name, 4, intensity=8, tiles_per_block=16, producers=1)
     assert len(blocks[0].tiles) == 16
     assert len(trace.overlapping(blocks[0].tiles)) >= 12
-
-
-def test_overheads_from_real_traces():
-    """bench --plan's calibration: a variant's own costs, measured from its traces, are sane."""
-    from asynccopy.bench import model_check
-    from asynccopy.bench.stream_bench import Row, StreamBench
-
-    rows = [Row("ldgsts", "ldgsts vec16 .cg", 4, 16, "cg", "LDGSTS", 0, 1.0, 1.0, 1.0),
-            Row("ws_tma", "ws_tma p1", 4, None, None, "UBLKCP", 0, 1.0, 1.0, 1.0, producers=1),
-            Row("pipeline", "pipeline", 4, None, None, "LDGSTS", 0, 1.0, 1.0, 1.0)]
-    ov = model_check.measured_overheads(StreamBench({}, 1 << 20, 4096, 256, 1, 0.5, 4000.0, rows), 8)
-    ld, ws = ov["ldgsts vec16 .cg"], ov["ws_tma p1"]
-    assert not ld.producer and ws.producer
-    for o in (ld, ws):
-        assert 0 < o.compute_lo < o.compute_hi < 20_000 and 0 < o.issue_ns < 5_000 and 0 <= o.barrier_ns < 5_000
-        assert 0 < o.issue_at(0) < 5_000
-    assert ws.handoff_ns > 0 and ld.handoff_ns == 0
-    assert ov["pipeline"].issue_first and not ld.issue_first and not ws.issue_first

@@ -1,0 +1,186 @@
+"""The model check on a synthetic sweep (asynccopy.bench.model_check): the calibration, the planner's pick
+and the best measured stage count per variant, the simulator's error, the plot, and saved runs."""
+
+import json
+
+import pytest
+
+from asynccopy.bench import model_check, report
+from asynccopy.bench.stream_bench import Row, StreamBench
+from asynccopy.errors import ArgumentError
+from asynccopy.model.costs import Overheads
+
+KiB = 1024
+
+
+def _row(mech, stages, k, ms, op="LDGSTS", label=None):
+    gbps = 2 * 4 * (1 << 28) / (ms * 1e-3) / 1e9
+    return Row(mech, label or mech, stages, None, None, op, k, ms, gbps, 100 * gbps / 4000.0)
+
+
+# ldgsts's measured times (ms) by stage count: the fastest is 4 stages at both intensities (0.551 and 0.741);
+# the slowest is 2 stages at intensity 0 and 8 stages at intensity 8
+LDGSTS_MS = {0: {2: 0.68, 3: 0.552, 4: 0.551, 8: 0.553}, 8: {2: 0.75, 3: 0.749, 4: 0.741, 8: 0.853}}
+COMPUTE = {0: 150.0, 8: 1400.0}  # ns per tile, from a traced `sync`
+
+
+def _synthetic_bench():
+    # an older file's device: no memory figures (the table's H200 entry gives them)
+    dev = {"name": "NVIDIA H200", "cc": [9, 0], "arch": "sm_90a", "sm_count": 132, "smem_per_block_optin": 227 * 1024,
+           "smem_per_sm": 228 * 1024, "l2_bytes": 60 << 20, "regs_per_sm": 65536, "max_threads_per_sm": 2048,
+           "max_blocks_per_sm": 32, "device_id": 0}
+    rows = [_row("sync", 1, 0, 0.736, "LDG")]
+    for k, by_stages in LDGSTS_MS.items():
+        rows += [_row("ldgsts", s, k, ms) for s, ms in by_stages.items()]
+    return StreamBench(dev, 1 << 28, 4096, 256, 1, 0.504, 4261.0, rows), dict(COMPUTE)
+
+
+def test_the_calibration_reproduces_sync_with_the_runs_bandwidth():
+    bench, compute = _synthetic_bench()
+    calibrated, _ = model_check.check(bench, compute)
+    # the fitted latency makes the model reproduce sync at intensity 0
+    assert model_check.predicted_ms(calibrated, 1, compute[0], bench) == pytest.approx(0.736, rel=1e-6)
+    assert calibrated.bandwidth == pytest.approx(4261e9) and calibrated.latency_source == "fitted to sync at intensity 0"
+    assert calibrated.name == "NVIDIA H200" and calibrated.sm_count == 132
+    # ~1333 ns at 4261 GB/s: an SM needs ~43 KiB in flight, i.e. 3 prefetched 16 KiB tiles (Little's law)
+    assert 32 * KiB < calibrated.bytes_in_flight_per_sm <= 48 * KiB
+
+
+def test_model_check_on_synthetic_rows():
+    bench, compute = _synthetic_bench()
+    calibrated, checked = model_check.check(bench, compute)
+    got = [(r.label, r.intensity, r.best_stages, r.best_ms, r.recommended, r.measured_at_recommended_ms)
+           for r in checked]
+    # best: the fastest measured stage count. planned: memory-bound at intensity 0, Little's law's 4 stages
+    # (see the calibration above); at intensity 8 a tile's 1400 ns of compute outlasts the ~1333 ns latency:
+    # one tile in flight, 2 stages, is enough
+    assert got == [("ldgsts", 0, 4, 0.551, 4, 0.551), ("ldgsts", 8, 4, 0.741, 2, 0.75)]
+    assert [r.ratio for r in checked] == pytest.approx([1.0, 0.75 / 0.741])
+    for r in checked:  # the largest relative error of the simulator over the measured stage counts
+        want = max(abs(model_check.predicted_ms(calibrated, s, compute[r.intensity], bench) - ms) / ms
+                   for s, ms in LDGSTS_MS[r.intensity].items())
+        assert r.worst_error == pytest.approx(want) and r.worst_error > 0.05
+
+
+def test_a_variants_own_costs_change_its_model():
+    bench, compute = _synthetic_bench()
+    ov = Overheads(150.0, 1500.0, 8, 120.0, 20.0, False)
+    calibrated, checked = model_check.check(bench, compute, {"ldgsts": ov})
+    _, plain = model_check.check(bench, compute)
+    assert checked[1].worst_error != pytest.approx(plain[1].worst_error)
+    for r in checked:  # its own compute (1500 ns at 8, not sync's 1400) and its issue and barrier costs
+        want = max(abs(model_check.predicted_ms(calibrated, s, ov.compute_ns(r.intensity), bench, ov, r.intensity) - ms)
+                   / ms for s, ms in LDGSTS_MS[r.intensity].items())
+        assert r.worst_error == pytest.approx(want)
+
+
+def test_only_multi_stage_variants_at_traced_intensities_are_checked():
+    bench, compute = _synthetic_bench()
+    bench.rows.append(_row("ldgsts", 2, 4, 0.6))  # intensity 4 has no traced compute time
+    bench.rows.append(_row("sync_double", 2, 0, 0.7, "LDG"))  # a fixed stage count has nothing to plan
+    _, checked = model_check.check(bench, {0: 150.0})
+    assert [(r.label, r.intensity) for r in checked] == [("ldgsts", 0)]
+
+
+def test_model_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    bench, compute = _synthetic_bench()
+    ov = {"ldgsts": Overheads(150.0, 1500.0, 8, 120.0, 20.0, False)}
+    path = model_check.plot(bench, compute, str(tmp_path / "m.png"), ov)
+    assert (tmp_path / "m.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.endswith("m.png")
+
+
+def test_model_plot_needs_matplotlib(monkeypatch, tmp_path):
+    import sys
+
+    bench, compute = _synthetic_bench()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ArgumentError, match="drawing a PNG needs matplotlib"):
+        model_check.plot(bench, compute, str(tmp_path / "m.png"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved runs
+
+
+def _save(tmp_path, name="run.json", overheads=None):
+    bench, compute = _synthetic_bench()
+    payload = bench.as_dict()
+    payload["model"] = {"latency_ns": 1300.0, "compute_ns": compute,
+                        "overheads": {k: v.as_dict() for k, v in (overheads or {}).items()}}
+    report.write(tmp_path / name, payload)
+    return tmp_path / name, bench, compute
+
+
+def test_load_gives_back_the_sweep_and_its_calibration(tmp_path):
+    ov = Overheads(150.0, 1500.0, 8, 120.0, 20.0, False, issue_lo_ns=60.0)
+    path, bench, compute = _save(tmp_path, overheads={"ldgsts": ov})
+    result, got_compute, got_ov = model_check.load(path)
+    assert got_compute == compute and got_ov == {"ldgsts": ov}
+    assert result.rows == bench.rows and result.device == bench.device and result.copy_gbps == bench.copy_gbps
+    assert model_check.check(result, got_compute, got_ov)[1] == model_check.check(bench, compute, {"ldgsts": ov})[1]
+
+
+def test_a_calibration_from_before_issue_first_takes_the_mechanisms_order(tmp_path):
+    bench, compute = _synthetic_bench()
+    bench.rows += [_row("pipeline", s, 0, ms) for s, ms in ((2, 0.57), (4, 0.56))]
+    payload = bench.as_dict()
+    old = {"compute_lo": 150.0, "compute_hi": 1500.0, "intensity_hi": 8, "issue_ns": 120.0, "barrier_ns": 20.0,
+           "producer": False, "handoff_ns": 0.0}  # the fields of the previous version
+    payload["model"] = {"compute_ns": compute, "overheads": {"pipeline": old, "ldgsts": old}}
+    report.write(tmp_path / "old.json", payload)
+    _, _, ov = model_check.load(tmp_path / "old.json")
+    assert ov["pipeline"].issue_first and not ov["ldgsts"].issue_first and ov["pipeline"].issue_lo_ns is None
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "bad.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def _valid(tmp_path):
+    path, _, _ = _save(tmp_path, "valid.json")
+    return json.loads(path.read_text())
+
+
+def test_load_names_an_unreadable_file(tmp_path):
+    with pytest.raises(ArgumentError, match=r"cannot read .*missing.json"):
+        model_check.load(tmp_path / "missing.json")
+    with pytest.raises(ArgumentError, match=r"cannot read .*bad.json"):
+        model_check.load(_write(tmp_path, "{not json"))
+
+
+def test_load_names_json_of_the_wrong_shape(tmp_path):
+    with pytest.raises(ArgumentError, match=r"bad.json holds a JSON list, not a `bench --plan --json` object"):
+        model_check.load(_write(tmp_path, [1, 2]))
+
+
+def test_load_names_a_sweep_without_a_calibration(tmp_path):
+    data = _valid(tmp_path)
+    del data["model"]
+    with pytest.raises(ArgumentError, match=r"holds no model calibration: write it with `asynccopy bench --plan --json`"):
+        model_check.load(_write(tmp_path, data))
+    data["model"] = {"compute_ns": {"0": 1.0}, "overheads": [1, 2]}
+    with pytest.raises(ArgumentError, match=r"'overheads' must map each variant to its costs"):
+        model_check.load(_write(tmp_path, data))
+
+
+def test_load_names_another_suites_file(tmp_path):
+    path = _write(tmp_path, {"rows": [{"cluster": 2}], "model": {"compute_ns": {}}})
+    with pytest.raises(ArgumentError, match=r"is not a `bench --plan --json` file of this version"):
+        model_check.load(path)
+
+
+def test_load_names_an_unknown_mechanism(tmp_path):
+    data = _valid(tmp_path)
+    data["rows"][1]["mechanism"] = "dma"
+    with pytest.raises(ArgumentError, match=r"not a `bench --plan --json` file of this version: unknown mechanism 'dma'"):
+        model_check.load(_write(tmp_path, data))
+
+
+def test_load_names_a_run_without_its_baseline_row(tmp_path):
+    data = _valid(tmp_path)
+    data["rows"] = [r for r in data["rows"] if r["mechanism"] != "sync"]
+    with pytest.raises(ArgumentError, match=r"bad.json has no sync row at intensity 0: the model's latency is fitted to it"):
+        model_check.load(_write(tmp_path, data))

@@ -1,0 +1,34 @@
+"""asynccopy.tma without a GPU: the TMA building blocks compile for Hopper (and only there) with their
+instructions, and box coordinates become the kernels' five int32 arguments."""
+
+import numpy as np
+import pytest
+
+from asynccopy import tensormap, tma
+from asynccopy.errors import ArgumentError
+
+
+def test_tma_building_blocks_compile_with_their_instructions():
+    module = tma.module("sm_90a")
+    sass = module.sass()
+    for op in ("UTMALDG", "UTMASTG", "UBLKCP", "FENCE.VIEW.ASYNC.S", "SYNCS"):
+        assert op in sass, f"no {op} in tma.cu's SASS"
+    names = set(module.symbol_mapping)
+    assert {f"tma_load_dump<{r}>" for r in range(1, 6)} | {f"tma_store_box<{r}>" for r in range(1, 6)} <= names
+    assert {"bulk_scale", "tma_walk<16, 32>", "tma_walk<8, 64>", "tma_walk<64, 64>"} <= names
+    assert tma.module("9.0") is module  # one build per arch, whatever its spelling
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "8.9"])
+def test_tma_needs_hopper(arch):
+    with pytest.raises(ArgumentError, match=r"TMA needs compute capability 9.0; sm_8\d is below it"):
+        tma.module(arch)
+
+
+def test_coordinates_go_innermost_first_and_are_checked():
+    spec = tensormap.TensorMapSpec.from_numpy_order("float32", (50, 40), box=(16, 32))
+    got = tma._coords((44, -8), spec)
+    assert got == [-8, 44, 0, 0, 0] and all(isinstance(c, np.int32) for c in got)
+    with pytest.raises(tensormap.TensorMapError, match=r"coordinate 0 \(innermost\) x 4 bytes = 8 must be a multiple "
+                                                       r"of 16"):
+        tma._coords((0, 2), spec)
