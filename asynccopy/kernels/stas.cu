@@ -1,10 +1,11 @@
-// stas.cu — the STAS ring of seed 002 §4.11.3, and the same exchange through global memory.
+// stas.cu — a ring of st.async (STAS) messages between the blocks of a cluster, and the same exchange
+// through global memory.
 //
 // The blocks of a cluster form a ring: every round, block `rank` sends a message of MSG bytes from its
 // registers into the distributed shared memory of block next = (rank + 1) % C with st.async
 // (cuda::ptx::st_async, VEC = 4, 8 or 16 bytes per instruction), and receives the message of block
-// prev = (rank + C - 1) % C. SLOTS receive buffers per block (1: the guide's protocol; 2: double
-// buffered; 3-4: more rounds in flight). Per block and slot s:
+// prev = (rank + C - 1) % C. SLOTS receive buffers per block (1: a send waits until next has read
+// the previous round's message; 2: double buffered; 3-4: more rounds in flight). Per block and slot s:
 //   filled[s]: 1 arrival (this block's own arrive.expect_tx of MSG bytes) + the MSG bytes that prev's
 //              st.async complete on it (space_cluster from prev's side, space_shared from ours);
 //   ready[s]:  1 arrival, remote, from next (mbarrier.arrive.release.cluster on our barrier mapped

@@ -2,7 +2,7 @@
 //
 // What: every kernel computes the same function of the same input; they differ only in how a tile
 // gets from global to shared memory and how many tiles are in flight:
-//   stream_sync          ordinary loads, __syncthreads, one buffer (seed 000 §1.1)
+//   stream_sync          ordinary loads, __syncthreads, one buffer (the baseline: nothing overlaps)
 //   stream_sync_double   ordinary loads staged through registers into a second buffer
 //   stream_ldgsts        inline-PTX cp.async + commit_group / wait_group<STAGES-2>, STAGES buffers
 //   stream_pipeline      cuda::pipeline (block scope) + cuda::memcpy_async
@@ -10,13 +10,16 @@
 //   stream_cg            cooperative_groups::memcpy_async + cg::wait_prior
 //   stream_primitives    __pipeline_memcpy_async / __pipeline_commit / __pipeline_wait_prior
 // How: a persistent grid; block b computes tiles b, b + gridDim.x, ... . With STAGES buffers, the
-// copies of the next STAGES-1 tiles are in flight while the current tile is computed.
+// copies of the next STAGES-1 tiles are in flight while the current tile is computed. The four
+// cp.async-group-style kernels (ldgsts, barrier, cg, primitives) share one loop,
+// asynccopy/group_pipeline.cuh, and differ only in their issue / wait functors.
 // Boundary tiles: cp.async-based kernels zero-fill through the copy's source size (src pointer
 // clamped to the array base when no byte is read); collective-copy kernels copy the valid prefix
 // asynchronously and zero the rest with ordinary stores. Commits always happen in converged
 // control flow, empty ones included.
 // Constraints: TILE % (4 * THREADS) == 0; dynamic shared memory = STAGES * TILE * 4 bytes.
 // Run: asynccopy.stream.run(x, "ldgsts", stages=4) or `asynccopy bench`.
+#include <asynccopy/group_pipeline.cuh>
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tile_stream.cuh>
@@ -63,7 +66,7 @@ __global__ void __launch_bounds__(THREADS) stream_sync(const float* __restrict__
 
 // ---------------------------------------------------------------------------------------------
 // sync_double: the next tile's global loads are issued into registers before the current tile is
-// computed, and stored into the other buffer afterwards (what the seed's companion benchmark did).
+// computed, and stored into the other buffer afterwards: the classic software double buffering.
 template <int THREADS, int TILE>
 __global__ void __launch_bounds__(THREADS)
     stream_sync_double(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
@@ -97,6 +100,17 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 // ---------------------------------------------------------------------------------------------
+// The compute functor of group_pipeline (asynccopy/group_pipeline.cuh): tile k of the block, read
+// from stage s of the [STAGES][TILE] buffers at smem.
+template <int THREADS, int TILE>
+__device__ __forceinline__ auto compute_stage(float* smem, float* __restrict__ out, u64 n, int intensity)
+{
+    return [=](u64 k, int s) {
+        acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity);
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
 // ldgsts: each thread copies its VEC-byte chunks of a tile with cp.async and commits one group
 // per tile — an empty group for a tile past the block's range, so group counts stay uniform.
 template <int THREADS, int TILE, int VEC, bool BYPASS_L1>
@@ -113,11 +127,8 @@ __device__ __forceinline__ void issue_tile_ldgsts(float* buf, const float* __res
 #pragma unroll
         for (int c = 0; c < CHUNKS / THREADS; ++c) {
             const int e = (threadIdx.x + c * THREADS) * EPC;
-            const unsigned src_bytes =
-                e >= valid ? 0u : 4u * static_cast<unsigned>(valid - e < EPC ? valid - e : EPC);
-            // No out-of-bounds pointer is formed: an all-zero-fill copy reads 0 bytes at `in`.
-            const float* src = src_bytes ? in + start + e : in;
-            ac::cp_async<VEC, BYPASS_L1>(buf + e, src, src_bytes);
+            const acs::ChunkSource from = acs::chunk_source<EPC>(in, start, e, valid);
+            ac::cp_async<VEC, BYPASS_L1>(buf + e, from.src, from.bytes);
         }
     }
     ac::commit_group();
@@ -131,40 +142,14 @@ __global__ void __launch_bounds__(THREADS)
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    if constexpr (STAGES == 1) {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            __syncthreads();  // the previous tile has been read by every thread
-            if (k) AC_TRACE(k - 1, RELEASED);
-            AC_TRACE(k, ISSUED);
-            issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem, in, k, my_tiles, n);
-            ac::wait_group<0>();
-            __syncthreads();  // other threads' copies are visible only after this barrier
-            AC_TRACE(k, READY);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    } else {
-        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
-        for (int s = 0; s < STAGES - 1; ++s) {
-            AC_TRACE(s, ISSUED);
-            issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + s * TILE, in, s, my_tiles, n);
-        }
-        for (u64 k = 0; k < my_tiles; ++k) {
-            ac::wait_group<STAGES - 2>();  // this thread's copies of tile k have landed
-            __syncthreads();               // ... and every other thread's; tile k-1 is fully read
-            AC_TRACE(k, READY);
-            if (k) AC_TRACE(k - 1, RELEASED);
-            const u64 next = k + STAGES - 1;
-            AC_TRACE(next, ISSUED);
-            issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + ac::stage_of<STAGES>(next) * TILE, in, next,
-                                                             my_tiles, n);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
-                                             intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    }
+    ac::group_pipeline<STAGES, ac::IssuePolicy::every_index>(
+        my_tiles,
+        [&](u64 k, int s) { issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + s * TILE, in, k, my_tiles, n); },
+        [&](u64, int, auto pending) {
+            ac::wait_group<decltype(pending)::value>();  // this thread's copies of the tile have landed
+            __syncthreads();  // ... and every other thread's; the previous tile is fully read
+        },
+        compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);
     ac::wait_all();  // nothing may be in flight into shared memory when the block exits
     AC_TRACE_END(threadIdx.x == 0);
 }
@@ -241,41 +226,16 @@ __global__ void __launch_bounds__(THREADS)
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    if constexpr (STAGES == 1) {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            __syncthreads();  // the previous tile has been read by every thread
-            if (k) AC_TRACE(k - 1, RELEASED);
-            AC_TRACE(k, ISSUED);
-            collective_copy<THREADS, TILE, ALIGN>(cta, smem, in, ac::tile_of_block(k), n, bars[0]);
-            ac::barrier_arrive_and_wait(bars[0], {"stream_barrier", "bars", 0});
-            AC_TRACE(k, READY);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    } else {
-        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
-        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
-            AC_TRACE(s, ISSUED);
-            collective_copy<THREADS, TILE, ALIGN>(cta, smem + s * TILE, in, ac::tile_of_block(s), n, bars[s]);
-        }
-        for (u64 k = 0; k < my_tiles; ++k) {
+    ac::group_pipeline<STAGES, ac::IssuePolicy::real_tiles>(
+        my_tiles,
+        [&](u64 k, int s) {
+            collective_copy<THREADS, TILE, ALIGN>(cta, smem + s * TILE, in, ac::tile_of_block(k), n, bars[s]);
+        },
+        [&](u64, int s, auto) {
             // All threads arrive: tile k has landed and every thread has finished computing tile k-1.
-            ac::barrier_arrive_and_wait(bars[ac::stage_of<STAGES>(k)], {"stream_barrier", "bars", ac::stage_of<STAGES>(k)});
-            AC_TRACE(k, READY);
-            if (k) AC_TRACE(k - 1, RELEASED);
-            const u64 next = k + STAGES - 1;
-            if (next < my_tiles) {
-                AC_TRACE(next, ISSUED);
-                collective_copy<THREADS, TILE, ALIGN>(cta, smem + ac::stage_of<STAGES>(next) * TILE, in,
-                                                      ac::tile_of_block(next), n, bars[ac::stage_of<STAGES>(next)]);
-            }
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
-                                             intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    }
+            ac::barrier_arrive_and_wait(bars[s], {"stream_barrier", "bars", s});
+        },
+        compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == 0);
 }
 
@@ -296,6 +256,11 @@ __device__ __forceinline__ void issue_tile_cg(const cg::thread_block& cta, float
     }
 }
 
+// The one-stage loop's block barrier, as the group's own: cg's barrier.sync rather than bar.sync.
+struct CtaSync {
+    __device__ void operator()() const { cg::thread_block::sync(); }
+};
+
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS)
     stream_cg(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
@@ -305,43 +270,17 @@ __global__ void __launch_bounds__(THREADS)
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    if constexpr (STAGES == 1) {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            cta.sync();
-            if (k) AC_TRACE(k - 1, RELEASED);
-            AC_TRACE(k, ISSUED);
-            issue_tile_cg<THREADS, TILE>(cta, smem, in, ac::tile_of_block(k), n);
-            cg::wait(cta);
-            AC_TRACE(k, READY);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    } else {
-        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
-        for (int s = 0; s < STAGES - 1 && s < my_tiles; ++s) {
-            AC_TRACE(s, ISSUED);
-            issue_tile_cg<THREADS, TILE>(cta, smem + s * TILE, in, ac::tile_of_block(s), n);
-        }
-        for (u64 k = 0; k < my_tiles; ++k) {
-            if (k + STAGES - 2 < my_tiles)
-                cg::wait_prior<STAGES - 2>(cta);  // batches k+1 .. k+STAGES-2 may still fly
+    ac::group_pipeline<STAGES, ac::IssuePolicy::real_tiles, CtaSync>(
+        my_tiles,
+        [&](u64 k, int s) { issue_tile_cg<THREADS, TILE>(cta, smem + s * TILE, in, ac::tile_of_block(k), n); },
+        [&](u64 k, int, auto pending) {
+            constexpr int N = decltype(pending)::value;
+            if (k + N < my_tiles)
+                cg::wait_prior<N>(cta);  // batches k+1 .. k+N may still fly
             else
                 cg::wait(cta);  // fewer batches follow tile k: drain them all
-            AC_TRACE(k, READY);
-            if (k) AC_TRACE(k - 1, RELEASED);
-            const u64 next = k + STAGES - 1;
-            if (next < my_tiles) {
-                AC_TRACE(next, ISSUED);
-                issue_tile_cg<THREADS, TILE>(cta, smem + ac::stage_of<STAGES>(next) * TILE, in, ac::tile_of_block(next),
-                                             n);
-            }
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
-                                             intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    }
+        },
+        compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == 0);
 }
 
@@ -366,9 +305,8 @@ __device__ __forceinline__ void issue_tile_primitives(float* buf, const float* _
 #pragma unroll
             for (int c = 0; c < TILE / 4 / THREADS; ++c) {
                 const int e = (threadIdx.x + c * THREADS) * 4;
-                const unsigned src_bytes = e >= valid ? 0u : 4u * static_cast<unsigned>(valid - e < 4 ? valid - e : 4);
-                const float* src = src_bytes ? in + start + e : in;
-                __pipeline_memcpy_async(buf + e, src, 16, 16 - src_bytes);
+                const acs::ChunkSource from = acs::chunk_source<4>(in, start, e, valid);
+                __pipeline_memcpy_async(buf + e, from.src, 16, 16 - from.bytes);
             }
         }
     }
@@ -383,39 +321,14 @@ __global__ void __launch_bounds__(THREADS)
     const u64 n_tiles = (n + TILE - 1) / TILE;
     const u64 my_tiles = ac::tiles_of_block(n_tiles);
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    if constexpr (STAGES == 1) {
-        for (u64 k = 0; k < my_tiles; ++k) {
-            __syncthreads();
-            if (k) AC_TRACE(k - 1, RELEASED);
-            AC_TRACE(k, ISSUED);
-            issue_tile_primitives<THREADS, TILE>(smem, in, k, my_tiles, n);
-            __pipeline_wait_prior(0);
-            __syncthreads();
-            AC_TRACE(k, READY);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem, out, ac::tile_of_block(k), n, intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    } else {
-        #pragma unroll 1  // one loop for every stage count: the same code, the same schedule (pipeline.cuh)
-        for (int s = 0; s < STAGES - 1; ++s) {
-            AC_TRACE(s, ISSUED);
-            issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, s, my_tiles, n);
-        }
-        for (u64 k = 0; k < my_tiles; ++k) {
-            __pipeline_wait_prior(STAGES - 2);
-            __syncthreads();
-            AC_TRACE(k, READY);
-            if (k) AC_TRACE(k - 1, RELEASED);
-            const u64 next = k + STAGES - 1;
-            AC_TRACE(next, ISSUED);
-            issue_tile_primitives<THREADS, TILE>(smem + ac::stage_of<STAGES>(next) * TILE, in, next, my_tiles, n);
-            AC_TRACE(k, COMPUTE_START);
-            acs::compute_tile<THREADS, TILE>(smem + ac::stage_of<STAGES>(k) * TILE, out, ac::tile_of_block(k), n,
-                                             intensity);
-            AC_TRACE(k, COMPUTE_END);
-        }
-    }
-    __pipeline_wait_prior(0);
+    ac::group_pipeline<STAGES, ac::IssuePolicy::every_index>(
+        my_tiles,
+        [&](u64 k, int s) { issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, k, my_tiles, n); },
+        [&](u64, int, auto pending) {
+            __pipeline_wait_prior(decltype(pending)::value);  // this thread's copies of the tile have landed
+            __syncthreads();                                  // ... and every other thread's
+        },
+        compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);
+    __pipeline_wait_prior(0);  // nothing may be in flight into shared memory when the block exits
     AC_TRACE_END(threadIdx.x == 0);
 }

@@ -2,7 +2,7 @@
 //
 //   stream_tma_1d           one stage; thread 0 issues cuda::device::memcpy_async_tx and
 //                           barrier_arrive_tx on a block-scope cuda::barrier, the others arrive;
-//                           all wait (the guide's low-level 1D form, §4.11.2.1)
+//                           all wait: the low-level 1D bulk-copy form with a single buffer
 //   stream_tma_1d_pipeline  warp 0 is the producer: one lane keeps STAGES bulk copies in flight
 //                           (full / empty mbarriers, phase parity); THREADS consumer threads compute
 //   stream_tma_2d           the same pipeline with 2D tensor copies: the array seen as rows of 64

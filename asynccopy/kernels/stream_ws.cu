@@ -1,5 +1,6 @@
 // stream_ws.cu — the tile-stream workload (asynccopy/tile_stream.cuh) with warp specialization:
-// PRODUCERS warps only copy, THREADS consumer threads only compute (seed 002 §4.11.1.3).
+// PRODUCERS warps only copy, THREADS consumer threads only compute (asynccopy/producer_consumer.cuh
+// for ws_ldgsts and ws_tma).
 //
 //   stream_ws_pipeline  a partitioned cuda::pipeline: make_pipeline(block, state, role); producers
 //                       producer_acquire → cuda::memcpy_async (16 B per call) → producer_commit,
@@ -56,8 +57,8 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
 #pragma unroll 8
         for (int c = 0; c < CHUNKS / PT; ++c) {
             const int e = (threadIdx.x + c * PT) * 4;
-            const unsigned src_bytes = e >= valid ? 0u : 4u * static_cast<unsigned>(valid - e < 4 ? valid - e : 4);
-            ac::cp_async<16, true>(buf + e, src_bytes ? in + t * TILE + e : in, src_bytes);
+            const acs::ChunkSource from = acs::chunk_source<4>(in, t * TILE, e, valid);
+            ac::cp_async<16, true>(buf + e, from.src, from.bytes);
         }
         ac::cp_async_mbarrier_arrive_noinc(full);  // this thread's copies complete full[s] when landed
     };
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         const u64 whole = mine & ~3ull;                                      // in whole 16-byte chunks
         float* buf = smem + s * TILE + lo;
         if (mine < PIECE) {  // the block's last tile: partial chunk and padding by this warp's lanes
-            for (u64 e = whole + lane; e < PIECE; e += 32) buf[e] = e < mine ? in[t * TILE + lo + e] : 0.0f;
+            acs::fill_tail<PIECE>(buf, in + t * TILE + lo, whole, mine, lane, 32);
             __syncwarp();  // the lanes' stores happen before lane 0's arrive (release)
         }
         if (lane == 0) {
@@ -134,6 +135,9 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
                     cuda::memcpy_async(buf + e, in + t * TILE + e, cuda::aligned_size_t<16>(16), pipe);
                 }
             } else {  // the block's last tile: whole chunks async, the partial one loaded, zeros after
+                // (by hand, not through fill_tail: both ways of writing this with fill_tail changed
+                // the register allocation and schedule of the whole kernel, the consumers' compute loop
+                // included, for some stage counts)
                 for (int c = 0; c < CHUNKS / PT; ++c) {
                     const int e = (threadIdx.x + c * PT) * 4;
                     if (e + 4 <= valid)

@@ -8,7 +8,8 @@
 //     even when no byte is read (pass the array's base pointer for an all-zero-fill copy);
 //   * `.cg` (bypass L1, cache in L2 only) exists only for 16-byte copies; `.ca` caches in L1 and L2;
 //   * a thread's wait covers only the copies *it* issued: a tile that other threads read after the
-//     wait needs a block (or group) barrier as well — the guide's cross-thread visibility rule;
+//     wait needs a block (or group) barrier as well: the copies of other threads become visible
+//     only through it;
 //   * commit_group() must be reached in converged control flow by every thread, even one that
 //     issued nothing this round: an empty group is legal and keeps every thread's group count equal.
 // Use: #include <asynccopy/ldgsts.cuh> in a kernel built with asynccopy.compile(...).

@@ -1,5 +1,6 @@
 // asynccopy/producer_consumer.cuh — the mbarrier producer / consumer loop of a warp-specialized
-// pipeline (seed 002 §4.11.1.3), for the tile-stream kernels and for your own.
+// pipeline, for the tile-stream kernels and for your own. (The form in which every thread both copies
+// and computes is asynccopy/group_pipeline.cuh.)
 //
 // The first PRODUCERS warps only copy, the next THREADS threads only compute. Per stage s (tile k
 // in stage k % STAGES, phase (k / STAGES) & 1):

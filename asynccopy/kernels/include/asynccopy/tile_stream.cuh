@@ -7,8 +7,9 @@
 //   intensity r:  acc = tile[i]; repeat r times:
 //                   acc = acc * 0.5 + tile4[(v + k * NEIGHBOR) mod TILE/4]   (k = 1..r, float4 v)
 //                   acc = acc * 0.9375 + 0.0625   (INNER_FMAS times)
-// so every round reads a float4 that *another* thread copied into shared memory (the cross-thread
-// visibility rule of the guide matters) and spends 2 * (1 + INNER_FMAS) flops per element.
+// so every round reads a float4 that *another* thread copied into shared memory (a thread's own wait
+// on its async copies is not enough: the tile needs a block-wide barrier) and spends
+// 2 * (1 + INNER_FMAS) flops per element.
 // The tile beyond n is zero: a boundary tile is padded with zeros before it is computed on.
 // Thread t owns the float4s v = t + j * THREADS of a tile (coalesced 16-byte loads and stores).
 // Constraints: TILE is a multiple of 4 * THREADS; in and out are 16-byte aligned.
@@ -30,6 +31,23 @@ __device__ __forceinline__ u64 valid_elems(u64 t, u64 n)
 {
     const u64 start = t * TILE;
     return start >= n ? 0 : (n - start < TILE ? n - start : TILE);
+}
+
+// Where a zero-filling async copy (cp.async's source size, __pipeline_memcpy_async's zfill) of the
+// EPC-float chunk at element e of a tile reads from, for a tile that starts at element `start` of
+// `in` and has `valid` elements inside the array: `bytes` is 4 * EPC for a chunk inside, fewer for
+// the chunk the array's end cuts, 0 past it (the copy zero-fills the rest of the chunk). No
+// out-of-bounds pointer is formed: a chunk that reads nothing reads its 0 bytes at `in`.
+struct ChunkSource {
+    const float* src;
+    unsigned bytes;
+};
+
+template <int EPC>
+__device__ __forceinline__ ChunkSource chunk_source(const float* __restrict__ in, u64 start, int e, u64 valid)
+{
+    const unsigned bytes = e >= valid ? 0u : 4u * static_cast<unsigned>(valid - e < EPC ? valid - e : EPC);
+    return {bytes ? in + start + e : in, bytes};
 }
 
 __device__ __forceinline__ float4 mix(float4 acc, float4 nb)
@@ -69,8 +87,10 @@ __device__ __forceinline__ void compute_tile_to(const float* tile, float* dst, u
     for (int j = 0; j < NJ; ++j) acc[j] = tile4[tid + j * THREADS];
     // Rounds outside, a thread's float4s inside, every step taken for all NJ float4s before the
     // next, and the shared loads one round ahead in the source: NJ loads together, then 4 * NJ
-    // independent FMA chains: 9-16% faster at high intensity than the previous form, one
-    // load-then-FMAs step per float4, which ptxas sometimes ran 4 chains at a time (NOTES 15, 22).
+    // independent FMA chains. On an H200 this ran 9-16% faster at high intensity than the earlier
+    // form, one load-then-FMAs step per float4, for which ptxas chose per stage count between
+    // interleaving all 16 chains and running them 4 at a time (24 dependent FFMAs issued 4
+    // instructions after their producer).
     int nb = tid;  // neighbour of float4 j in round k is (nb + j * THREADS) mod NV
     float4 next[NJ];
     const auto load_round = [&] {
