@@ -223,8 +223,6 @@ def compile(
     ``defines``: ``-D`` macros. ``options``: further ``cuda.core.ProgramOptions`` fields.
     With $ASYNCCOPY_HANG_TIMEOUT_MS set, every barrier wait is bounded (:func:`hang_timeout_ns`).
     """
-    from cuda.core import Program, ProgramOptions
-
     if not isinstance(source, str):
         raise ArgumentError(f"source must be CUDA C++ text (str), got {type(source).__name__}")
     target = parse_arch(arch) if arch is not None else _current_arch()
@@ -250,23 +248,30 @@ def compile(
     if stored is not None:
         module = Module(stored[0], stored[1], target, name, "disk cache")
     else:
-        opts = ProgramOptions(
-            name=name, arch=target, std=std, include_path=list(include_dirs()), define_macro=macros or None, **extra
-        )
-        log = io.StringIO()
-        try:
-            obj = Program(source, "c++", opts).compile("cubin", name_expressions=names, logs=log)
-        except Exception as exc:  # NVRTC's error carries the log; keep it whole (less its C string's NUL)
-            text = f"{exc}\n{log.getvalue()}".replace("\x00", "").rstrip()
-            raise CompileError(f"NVRTC failed to compile {name} for {target}:\n{text}") from None
-        mapping = {k if isinstance(k, str) else k.decode(): v if isinstance(v, str) else v.decode()
-                   for k, v in (getattr(obj, "symbol_mapping", None) or {}).items()}
-        module = Module(bytes(obj.code), mapping, target, name, "compiled", log.getvalue())
+        module = _nvrtc(source, target, names, name, std, macros, extra)
         if entry_path is not None:
-            _write_entry(entry_path, key, module.cubin, mapping)
+            _write_entry(entry_path, key, module.cubin, module.symbol_mapping)
     with _memory_lock:
         _memory[key] = module
     return module
+
+
+def _nvrtc(source: str, target: str, names: tuple[str, ...], name: str, std: str, macros: list[str],
+           extra: dict) -> Module:
+    """One NVRTC compile to a cubin (CompileError with the whole log)."""
+    from cuda.core import Program, ProgramOptions
+
+    opts = ProgramOptions(name=name, arch=target, std=std, include_path=list(include_dirs()),
+                          define_macro=macros or None, **extra)
+    log = io.StringIO()
+    try:
+        obj = Program(source, "c++", opts).compile("cubin", name_expressions=names, logs=log)
+    except Exception as exc:  # NVRTC's error carries the log; keep it whole (less its C string's NUL)
+        text = f"{exc}\n{log.getvalue()}".replace("\x00", "").rstrip()
+        raise CompileError(f"NVRTC failed to compile {name} for {target}:\n{text}") from None
+    mapping = {k if isinstance(k, str) else k.decode(): v if isinstance(v, str) else v.decode()
+               for k, v in (getattr(obj, "symbol_mapping", None) or {}).items()}
+    return Module(bytes(obj.code), mapping, target, name, "compiled", log.getvalue())
 
 
 def _current_arch() -> str:

@@ -25,9 +25,12 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def _compile_cache(tmp_path_factory):
-    """Every test session compiles into its own cache directory (never the user's)."""
+    """Every test session compiles into its own cache directory (never the user's), or into
+    $ASYNCCOPY_TEST_CACHE_DIR where it is set (several sessions on one machine share their compiles:
+    scripts/sanitize.sh runs the suite once per tool)."""
     old = os.environ.get("ASYNCCOPY_CACHE_DIR")
-    os.environ["ASYNCCOPY_CACHE_DIR"] = str(tmp_path_factory.mktemp("asynccopy-cache"))
+    shared = os.environ.get("ASYNCCOPY_TEST_CACHE_DIR")
+    os.environ["ASYNCCOPY_CACHE_DIR"] = shared or str(tmp_path_factory.mktemp("asynccopy-cache"))
     yield
     if old is None:
         os.environ.pop("ASYNCCOPY_CACHE_DIR", None)

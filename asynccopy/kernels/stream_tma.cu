@@ -68,8 +68,9 @@ __global__ void __launch_bounds__(THREADS) stream_tma_1d(const float* __restrict
 
 // ---------------------------------------------------------------------------------------------
 // The 1D and 2D pipelines: one producer warp (lane 0 issues the copy) and THREADS computing threads on
-// asynccopy/producer_consumer.cuh's full / empty mbarriers. full[s] takes 1 arrival (the producer's
-// arrive_expect_tx) plus the copy's bytes.
+// asynccopy/producer_consumer.cuh's full / empty mbarriers. tma_1d_pipeline's full[s] takes the producer
+// warp's 32 arrivals (lane 0's arrive_expect_tx among them) plus the copy's bytes; tma_2d's, thread 0's
+// one arrival plus the box's bytes.
 template <int THREADS, int TILE, int STAGES>
 __global__ void __launch_bounds__(THREADS + 32)
     stream_tma_1d_pipeline(const float* __restrict__ in, float* __restrict__ out, u64 n, int intensity AC_TRACE_PARAM)
@@ -81,20 +82,23 @@ __global__ void __launch_bounds__(THREADS + 32)
         const u64 t = ac::tile_of_block(k);
         const u64 valid = acs::valid_elems<TILE>(t, n);
         const u64 whole = valid & ~3ull;
-        if (valid < TILE) {  // the block's last tile: tail and padding by the producer warp's lanes
+        if (valid < TILE)  // the block's last tile: tail and padding by the producer warp's lanes
             acs::fill_tail<TILE>(buf, in + t * TILE, whole, valid, lane, 32);
-            __syncwarp();  // the lanes' stores happen before lane 0's arrive (release) below
-        }
+        // Every lane arrives (full[s] counts the warp's 32): a lane's tail stores are released by its own
+        // arrive, a synchronization compute-sanitizer's racecheck follows (it does not follow a
+        // __syncwarp before lane 0's arrive, which the memory model makes equally sound).
         if (lane == 0) {
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
             if (whole) ac::bulk_load(buf, in + t * TILE, static_cast<unsigned>(whole * sizeof(float)), full);
+        } else {
+            ac::mbarrier_arrive(full);
         }
     };
     auto consume = [&](u64 k, int s, int tid) {
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ac::producer_consumer<1, THREADS, TILE, STAGES, 1>(n, produce, consume, "stream_tma_1d_pipeline" AC_TRACE_ARG);
+    ac::producer_consumer<1, THREADS, TILE, STAGES, 32>(n, produce, consume, "stream_tma_1d_pipeline" AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == 32);
 }
 

@@ -12,7 +12,7 @@
 //                       tile) with arrive.expect_tx on the full mbarrier (CC 9.0)
 // Barrier protocol of ws_ldgsts / ws_tma, per stage s (tile k in stage k % STAGES, phase (k / STAGES) & 1):
 //   full[s]:  ws_ldgsts: PRODUCERS * 32 arrivals, each the async arrive of one producer thread's copies;
-//             ws_tma:    PRODUCERS arrivals (one per producer warp) + the announced transaction bytes;
+//             ws_tma:    PRODUCERS * 32 arrivals (every producer lane, lane 0's with expect_tx) + the bytes;
 //   empty[s]: THREADS arrivals, one per consumer thread after computing the tile. Producers wait on it
 //             with the opposite parity, which a fresh barrier satisfies at once (buffers start empty).
 // Boundary tiles: ws_ldgsts zero-fills through cp.async's source size; ws_pipeline and ws_tma copy the
@@ -88,20 +88,23 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         const u64 mine = valid > lo ? (valid - lo < PIECE ? valid - lo : PIECE) : 0;  // valid floats in it
         const u64 whole = mine & ~3ull;                                      // in whole 16-byte chunks
         float* buf = smem + s * TILE + lo;
-        if (mine < PIECE) {  // the block's last tile: partial chunk and padding by this warp's lanes
+        if (mine < PIECE)  // the block's last tile: partial chunk and padding by this warp's lanes
             acs::fill_tail<PIECE>(buf, in + t * TILE + lo, whole, mine, lane, 32);
-            __syncwarp();  // the lanes' stores happen before lane 0's arrive (release)
-        }
+        // Every lane arrives (full[s] counts 32 per producer warp), so each lane's tail stores are released
+        // by its own arrive: racecheck follows that, not a __syncwarp before lane 0's arrive.
         if (lane == 0) {
             ac::mbarrier_arrive_expect_tx(full, static_cast<unsigned>(whole * sizeof(float)));
             if (whole) ac::bulk_load(buf, in + t * TILE + lo, static_cast<unsigned>(whole * sizeof(float)), full);
+        } else {
+            ac::mbarrier_arrive(full);
         }
     };
     auto consume = [&](u64 k, int s, int tid) {
         acs::compute_tile<THREADS, TILE>(smem + s * TILE, out, ac::tile_of_block(k), n, intensity, tid);
     };
     AC_TRACE_BEGIN(threadIdx.x == 0);
-    ac::producer_consumer<PRODUCERS, THREADS, TILE, STAGES, PRODUCERS>(n, produce, consume, "stream_ws_tma" AC_TRACE_ARG);
+    ac::producer_consumer<PRODUCERS, THREADS, TILE, STAGES, 32 * PRODUCERS>(n, produce, consume, "stream_ws_tma"
+                                                                         AC_TRACE_ARG);
     AC_TRACE_END(threadIdx.x == PT);
 }
 #endif

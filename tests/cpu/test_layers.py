@@ -15,7 +15,7 @@ LAYERS = [
     ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "gemm",
                     "attention", "sanitize"]),
     ("model", ["model"]),
-    ("runtime", ["build", "arrays", "buffers", "plotting"]),
+    ("runtime", ["build", "toolchain", "arrays", "buffers", "plotting"]),
     ("device", ["device", "dtypes"]),
     ("errors", ["errors"]),
 ]

@@ -2,8 +2,12 @@
 after JAX's own producer of the input and finished before JAX reads the result (no stream of ours
 that JAX does not know about is left running)."""
 
+import os
+
 import numpy as np
 import pytest
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX takes 75% of the GPU's memory otherwise
 
 import asynccopy
 from asynccopy import stream

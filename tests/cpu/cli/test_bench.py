@@ -49,10 +49,16 @@ def test_the_hopper_suites_name_an_older_gpu(fake_a100, suite, capsys):
                                        f"newer; NVIDIA A100-SXM4-80GB is 8.0\n")
 
 
-def test_a_stream_sweep_with_nothing_left_to_run_says_so(fake_a100, capsys):
-    # every tma_1d configuration needs compute capability 9.0: nothing is left on an A100
+def test_a_mechanism_asked_for_by_name_says_why_it_cannot_run(fake_a100, capsys):
+    # every tma_1d configuration needs compute capability 9.0: on an A100 the sweep says so, naming it
     assert cli.main(["bench", "--mechanisms", "tma_1d"]) == 2
-    assert "no configuration to run (every one was filtered out or does not fit)" in capsys.readouterr().err
+    assert ("mechanism 'tma_1d' needs compute capability 9.0; NVIDIA A100-SXM4-80GB (sm_80) is below it"
+            in capsys.readouterr().err)
+
+
+def test_a_mechanism_asked_for_by_name_whose_stages_do_not_fit_says_so(fake_a100, capsys):
+    assert cli.main(["bench", "--mechanisms", "ldgsts", "--stages", "16", "--tile", "16384", "--threads", "1024"]) == 2
+    assert "ldgsts with 16 stage(s) x tile 16384 floats needs 1024 KiB" in capsys.readouterr().err
 
 
 def test_an_unknown_mechanism_is_named_before_the_sweep(fake_a100, capsys):
