@@ -12,6 +12,7 @@ if [ "${1:-}" = "--logs" ]; then logs=$2; shift 2; fi
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(memcheck racecheck synccheck initcheck)
 mkdir -p "$logs"
+export ASYNCCOPY_TEST_CACHE_DIR=${ASYNCCOPY_TEST_CACHE_DIR:-$(mktemp -d)}  # compile once, for every tool
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -z "$sanitizer" ]; then echo "sanitize.sh: compute-sanitizer not found" >&2; exit 2; fi
 failed=0

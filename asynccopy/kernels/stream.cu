@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(THREADS)
     ac::group_pipeline<STAGES, ac::IssuePolicy::every_index>(
         my_tiles,
         [&](u64 k, int s) { issue_tile_ldgsts<THREADS, TILE, VEC, BYPASS_L1>(smem + s * TILE, in, k, my_tiles, n); },
-        [&](u64, int, auto pending) {
-            ac::wait_group<decltype(pending)::value>();  // this thread's copies of the tile have landed
+        [&](u64, int) {
+            ac::wait_group<ac::lag_of<STAGES>()>();  // this thread's copies of the tile have landed
             __syncthreads();  // ... and every other thread's; the previous tile is fully read
         },
         compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(THREADS)
         [&](u64 k, int s) {
             collective_copy<THREADS, TILE, ALIGN>(cta, smem + s * TILE, in, ac::tile_of_block(k), n, bars[s]);
         },
-        [&](u64, int s, auto) {
+        [&](u64, int s) {
             // All threads arrive: tile k has landed and every thread has finished computing tile k-1.
             ac::barrier_arrive_and_wait(bars[s], {"stream_barrier", "bars", s});
         },
@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(THREADS)
     ac::group_pipeline<STAGES, ac::IssuePolicy::real_tiles, CtaSync>(
         my_tiles,
         [&](u64 k, int s) { issue_tile_cg<THREADS, TILE>(cta, smem + s * TILE, in, ac::tile_of_block(k), n); },
-        [&](u64 k, int, auto pending) {
-            constexpr int N = decltype(pending)::value;
+        [&](u64 k, int) {
+            constexpr int N = ac::lag_of<STAGES>();
             if (k + N < my_tiles)
                 cg::wait_prior<N>(cta);  // batches k+1 .. k+N may still fly
             else
@@ -324,8 +324,8 @@ __global__ void __launch_bounds__(THREADS)
     ac::group_pipeline<STAGES, ac::IssuePolicy::every_index>(
         my_tiles,
         [&](u64 k, int s) { issue_tile_primitives<THREADS, TILE>(smem + s * TILE, in, k, my_tiles, n); },
-        [&](u64, int, auto pending) {
-            __pipeline_wait_prior(decltype(pending)::value);  // this thread's copies of the tile have landed
+        [&](u64, int) {
+            __pipeline_wait_prior(ac::lag_of<STAGES>());  // this thread's copies of the tile have landed
             __syncthreads();                                  // ... and every other thread's
         },
         compute_stage<THREADS, TILE>(smem, out, n, intensity) AC_TRACE_ARG);

@@ -10,20 +10,20 @@
 // loop) and the trace events; three functors, called by every thread of the block, own the mechanism:
 //
 //   issue(k, s)           start the copies of tile k into stage s
-//   wait(k, s, pending)   return once tile k (in stage s) is visible to every thread AND every thread
+//   wait(k, s)            return once tile k (in stage s) is visible to every thread AND every thread
 //                         has finished compute(k - 1, ...): a block-wide barrier ends it, because the
-//                         issue that follows refills the buffer tile k - 1 was read from. `pending` is
-//                         a Pending<N> tag whose N (decltype(pending)::value, a compile-time count) is
-//                         how many tiles issued after tile k may still be in flight: STAGES - 2 in
-//                         the steady state, 0 in the one-stage loop
+//                         issue that follows refills the buffer tile k - 1 was read from. At most
+//                         lag_of<STAGES>() tiles issued after tile k may still be in flight then
+//                         (STAGES - 2, or 0 for one stage): a compile-time count, the N of
+//                         wait_group<N> / wait_prior<N>
 //   compute(k, s)         read tile k from stage s
 //
 // Protocol, STAGES >= 2:
 //   prologue:  issue(i, i) for i = 0 .. STAGES - 2;
-//   tile k:    wait(k, s, Pending<STAGES - 2>) → issue(k + STAGES - 1, its stage) → compute(k, s).
+//   tile k:    wait(k, s) → issue(k + STAGES - 1, its stage) → compute(k, s).
 //   The refill is issued before the compute, so STAGES - 1 tiles are in flight during compute(k).
 // Protocol, STAGES == 1, tile k: BlockSync{}() (every thread has finished computing tile k - 1)
-//   → issue(k, 0) → wait(k, 0, Pending<0>) → compute(k, 0). BlockSync is __syncthreads() unless the
+//   → issue(k, 0) → wait(k, 0) → compute(k, 0). BlockSync is __syncthreads() unless the
 //   kernel names its own block barrier (a cooperative-groups kernel: its group's sync()).
 // Indices past the block's last tile (k >= my_tiles), chosen by POLICY:
 //   IssuePolicy::every_index  issue() is called for them too, in the prologue and the steady state,
@@ -63,10 +63,12 @@
 //           if (k < my_tiles) { /* ac::cp_async<16>(smem + s * TILE + e, src, bytes) per chunk */ }
 //           ac::commit_group();  // empty past the last tile
 //       },
-//       [&](u64, int, auto pending) {
-//           ac::wait_group<decltype(pending)::value>();  // this thread's copies of tile k landed
-//           __syncthreads();                              // everyone's; tile k - 1 is fully read
+//       [&](u64, int) {
+//           ac::wait_group<ac::lag_of<STAGES>()>();  // this thread's copies of tile k landed
+//           __syncthreads();                          // everyone's; tile k - 1 is fully read
 //       },
+// (The functors are plain lambdas: NVRTC 13.0 takes a generic lambda, one with an `auto` parameter,
+// for a host function and refuses it in device code.)
 //       [&](u64 k, int s) { /* compute on smem + s * TILE */ } AC_TRACE_ARG);
 //   ac::wait_all();  // nothing in flight into shared memory when the block exits
 #pragma once
@@ -82,12 +84,12 @@ enum class IssuePolicy {
     real_tiles,   // issue() only for k < my_tiles (collective copies, barriers)
 };
 
-// wait()'s third argument: N = how many tiles issued after the awaited one may still be in flight.
-// (an enumerator, not a static data member: NVRTC would emit a global for each N)
-template <int N>
-struct Pending {
-    enum : int { value = N };
-};
+// How many tiles issued after the awaited one may still be in flight when wait() returns.
+template <int STAGES>
+__host__ __device__ constexpr int lag_of()
+{
+    return STAGES >= 2 ? STAGES - 2 : 0;
+}
 
 // BlockSync by default: the one-stage loop's block-wide barrier.
 struct SyncThreads {
@@ -107,7 +109,7 @@ __device__ __forceinline__ void group_pipeline(unsigned long long my_tiles, Issu
             if (k) AC_TRACE(k - 1, RELEASED);
             AC_TRACE(k, ISSUED);
             issue(k, 0);
-            wait(k, 0, Pending<0>{});
+            wait(k, 0);
             AC_TRACE(k, READY);
             AC_TRACE(k, COMPUTE_START);
             compute(k, 0);
@@ -121,7 +123,7 @@ __device__ __forceinline__ void group_pipeline(unsigned long long my_tiles, Issu
         }
         for (u64 k = 0; k < my_tiles; ++k) {
             const int s = stage_of<STAGES>(k);
-            wait(k, s, Pending<STAGES - 2>{});
+            wait(k, s);
             AC_TRACE(k, READY);
             if (k) AC_TRACE(k - 1, RELEASED);
             const u64 next = k + STAGES - 1;
