@@ -31,7 +31,8 @@ L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 OOB_FILLS = ("zero", "nan")
 MAX_DIM = 1 << 32  # driver 580 accepts 2^32 (cuda.h of CUDA 13.5 says 2^31; probed on an H200)
 MAX_STRIDE = 1 << 40
-MAX_BOX_BYTES = 227 * 1024  # the driver refuses a box larger than a block's shared memory (CC 9.0)
+MAX_BOX_BYTES = 228 * 1024  # the driver's box limit (driver 580): elem x prod(box_dim[i] // element_strides[i])
+MAX_SMEM_BLOCK = 227 * 1024  # what one block of a CC 9.0 device can hold: a larger box is useless (safety)
 
 
 @dataclass(frozen=True)
@@ -150,8 +151,8 @@ def _extents(spec: TensorMapSpec) -> None:
     for i, s in enumerate(spec.strides, start=1):
         if s % align:
             raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be a multiple of {align}{why}")
-        if not 0 < s < MAX_STRIDE:
-            raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be in (0, 2^40)")
+        if not 0 <= s < MAX_STRIDE:
+            raise TensorMapError(f"global_stride of dim {i} = {s} bytes must be in [0, 2^40)")
 
 
 def _box(spec: TensorMapSpec) -> None:
@@ -162,28 +163,31 @@ def _box(spec: TensorMapSpec) -> None:
         if not 1 <= b <= 256:
             raise TensorMapError(f"box_dim[{i}] must be in [1, 256], got {b}")
     inner = spec.box[0] * size
-    if spec.interleave == "none" and inner % 16:
-        raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} must be a multiple of 16 "
-                             f"(interleave none)")
+    if inner % 16:
+        raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} must be a multiple of 16")
     for i, e in enumerate(es):
         if not 1 <= e <= 8:
             raise TensorMapError(f"element_strides[{i}] must be in [1, 8], got {e}")
     if spec.interleave == "none" and spec.swizzle != "none" and inner > SWIZZLE_SPAN[spec.swizzle]:
         raise TensorMapError(f"box_dim[0] (innermost) x {size} bytes = {inner} exceeds the {spec.swizzle} swizzle "
                              f"span of {SWIZZLE_SPAN[spec.swizzle]} bytes")
-    # The driver's own size check (probed on an H200, driver 580: 4000 random maps) counts the box as
-    # box_dim[0] x prod(box_dim[i] // element_strides[i]) elements.
-    counted = inner
-    for b, e in zip(spec.box[1:], es[1:]):
-        counted *= max(1, b // e)
+    # The driver's own size check (an H200, driver 580, 36526 adversarial maps: no exception) counts the box
+    # as elem x prod(box_dim[i] // element_strides[i]) over every dimension, floors included (a dimension
+    # strided past its box counts 0), against 228 KiB.
+    counted = size
+    for b, e in zip(spec.box, es):
+        counted *= b // e
     if counted > MAX_BOX_BYTES:
-        raise TensorMapError(f"the box holds {counted} bytes; a box can be at most {MAX_BOX_BYTES // 1024} KiB, "
-                             f"the shared memory of one block")
+        raise TensorMapError(f"the box counts {counted} bytes (element size x the product of box_dim[i] // "
+                             f"element_strides[i]); the driver allows at most {MAX_BOX_BYTES} (228 KiB)")
 
 
 def _safety(spec: TensorMapSpec) -> None:
     """What the driver accepts but the documentation forbids, or the hardware then does wrongly."""
     inner = spec.box[0] * spec.elem_bytes
+    if spec.box_bytes > MAX_SMEM_BLOCK:
+        raise TensorMapError(f"one load of the box delivers {spec.box_bytes} bytes, more than the {MAX_SMEM_BLOCK // 1024} "
+                             f"KiB of shared memory one block can have (the driver accepts it; no load can land)")
     if spec.interleave == "32B" and spec.swizzle != "32B":
         raise TensorMapError(f"interleave 32B needs swizzle 32B (cuTensorMapEncodeTiled's documentation; driver 580 "
                              f"does not check it), got {spec.swizzle}")
@@ -214,8 +218,8 @@ def check_smem_destination(offset: int, swizzle: str) -> None:
     box's first byte (else the data lands rotated: see asynccopy.swizzle)."""
     if swizzle not in SWIZZLE_REPEAT:
         raise TensorMapError(f"swizzle must be one of {', '.join(SWIZZLES)}, got {swizzle!r}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < MAX_BOX_BYTES:
-        raise TensorMapError(f"a shared-memory offset is in [0, {MAX_BOX_BYTES}) bytes, got {offset!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < MAX_SMEM_BLOCK:
+        raise TensorMapError(f"a shared-memory offset is in [0, {MAX_SMEM_BLOCK}) bytes, got {offset!r}")
     need = SWIZZLE_REPEAT[swizzle]
     if offset % need:
         what = f"a {swizzle}-swizzled" if swizzle != "none" else "a"
@@ -273,14 +277,18 @@ def driver_encode(spec: TensorMapSpec):
 
 
 def build(array, box, *, swizzle: str = "none", oob_fill: str = "zero", l2_promotion: str = "none",
-          element_strides=None, interleave: str = "none", lint: bool = True):
+          element_strides=None, interleave: str = "none", lint: bool = True, stream=None):
     """A cuda.core TensorMapDescriptor for a CUDA array (any rank 1-5), validated first.
 
-    ``box`` and ``element_strides`` are in the array's own (outermost-first) order."""
+    ``box`` and ``element_strides`` are in the array's own (outermost-first) order. ``stream`` (a
+    cuda.core Stream) is where the map will be used: the array's producer orders its work before it
+    (DLPack's stream handshake; JAX refuses the handshake's "no stream" value)."""
     from cuda.core._tensor_map import TensorMapInterleave, TensorMapL2Promotion, TensorMapOOBFill, TensorMapSwizzle
     from cuda.core.utils import StridedMemoryView
 
-    view = array if isinstance(array, StridedMemoryView) else StridedMemoryView.from_any_interface(array, stream_ptr=-1)
+    stream_ptr = -1 if stream is None else int(stream.handle) or 1  # DLPack: 1 is the legacy default stream
+    view = (array if isinstance(array, StridedMemoryView)
+            else StridedMemoryView.from_any_interface(array, stream_ptr=stream_ptr))
     itemsize = np.dtype(view.dtype).itemsize
     strides = view.strides
     strides_bytes = None if strides is None else tuple(s * itemsize for s in strides)

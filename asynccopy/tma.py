@@ -48,7 +48,7 @@ def load_box(array, box, coords, *, swizzle: str = "none", oob_fill: str = "zero
         raise ArgumentError(f"base must be a multiple of 128 in [0, 1024) (TMA needs a 128-byte aligned "
                             f"destination), got {base}")
     s = arrays.resolve_stream(stream, array)
-    desc, spec = tensormap.build(array, box, swizzle=swizzle, oob_fill=oob_fill, lint=False)
+    desc, spec = tensormap.build(array, box, swizzle=swizzle, oob_fill=oob_fill, lint=False, stream=s)
     nbytes = spec.box_bytes
     dump = dump_bytes if dump_bytes is not None else -(-nbytes // 16) * 16
     kernel = module(facts.arch).kernel(f"tma_load_dump<{spec.rank}>")
@@ -67,7 +67,7 @@ def store_box(array, box, coords, image: np.ndarray, *, swizzle: str = "none", s
     memory and TMA-store the box at ``coords`` into ``array``; out-of-bounds parts are not written."""
     facts = _facts()
     s = arrays.resolve_stream(stream, array)
-    desc, spec = tensormap.build(array, box, swizzle=swizzle, lint=False)
+    desc, spec = tensormap.build(array, box, swizzle=swizzle, lint=False, stream=s)
     image = np.ascontiguousarray(image, dtype=np.uint8).reshape(-1)
     if image.size < spec.box_bytes:
         raise ArgumentError(f"image has {image.size} bytes; the box needs {spec.box_bytes}")
@@ -123,7 +123,7 @@ def walk(tensors, box=(16, 32), *, stream=None) -> np.ndarray:
         tensormap.validate(tensormap.TensorMapSpec("float32", (v[2], v[1]), (v[3],), (box[1], box[0]), address=v[0]),
                            lint=False)
         records[i] = v
-    template, _ = tensormap.build(tensors[0], box, lint=False)
+    template, _ = tensormap.build(tensors[0], box, lint=False, stream=s)
     from cuda.core import Device
 
     dev = Device(facts.device_id)

@@ -32,17 +32,18 @@ def test_good_specs_pass():
         ({"dims": (0, 512)}, r"global_dim\[0\] must be in \[1, 2\^32\], got 0"),
         ({"dims": (1024, 2**32 + 1)}, r"global_dim\[1\] must be in \[1, 2\^32\], got 4294967297"),
         ({"strides": (4100,)}, r"global_stride of dim 1 = 4100 bytes must be a multiple of 16"),
-        ({"strides": (2**40,)}, r"global_stride of dim 1 = 1099511627776 bytes must be in \(0, 2\^40\)"),
+        ({"strides": (2**40,)}, r"global_stride of dim 1 = 1099511627776 bytes must be in \[0, 2\^40\)"),
         ({"box": (0, 64)}, r"box_dim\[0\] must be in \[1, 256\], got 0"),
         ({"box": (32, 257)}, r"box_dim\[1\] must be in \[1, 256\], got 257"),
-        ({"box": (5, 64)}, r"box_dim\[0\] \(innermost\) x 4 bytes = 20 must be a multiple of 16 \(interleave none\)"),
+        ({"box": (5, 64)}, r"box_dim\[0\] \(innermost\) x 4 bytes = 20 must be a multiple of 16$"),
         ({"element_strides": (1, 9)}, r"element_strides\[1\] must be in \[1, 8\], got 9"),
         ({"element_strides": (0, 1)}, r"element_strides\[0\] must be in \[1, 8\], got 0"),
         ({"swizzle": "64B"}, r"box_dim\[0\] \(innermost\) x 4 bytes = 128 exceeds the 64B swizzle span of 64 bytes"),
         ({"dtype": "int32", "oob_fill": "nan"}, r"oob_fill nan needs a floating-point dtype, got int32"),
         ({"dims": (16, 512)}, r"box_dim\[0\] = 32 is larger than the tensor's global_dim\[0\] = 16"),
         ({"dtype": "float64", "dims": (256, 512), "box": (256, 256)},
-         r"the box holds 524288 bytes; a box can be at most 227 KiB, the shared memory of one block"),
+         r"the box counts 524288 bytes \(element size x the product of box_dim\[i\] // element_strides\[i\]\); the "
+         r"driver allows at most 233472 \(228 KiB\)"),
         ({"swizzle": "128B", "box": (16, 64)},
          r"box_dim\[0\] \(innermost\) x 4 bytes = 64 is narrower than the 128B swizzle span: TMA then pads"),
     ],
@@ -130,13 +131,29 @@ def test_good_coordinates():
 
 
 def test_box_size_counts_element_strides_as_the_driver_does():
-    # 192 x 5 x 3 x 6 x (3 // 2) x 8 bytes = 138240 bytes: accepted by the driver although ceil(3 / 2) would
-    # make it 276480 (probed on an H200)
+    # The driver counts 8 x 192 x 5 x 3 x 6 x (3 // 2) = 138240 bytes and accepts the map, although one
+    # load delivers ceil(3 / 2) = 2 of the last dimension, 276480 bytes: more than a block can hold, which
+    # the safety layer refuses. Limit 228 KiB, floors included (an H200, driver 580).
     spec = TensorMapSpec("uint64", (400, 50, 50, 50, 50), (3200, 160000, 8000000, 400000000),
                          (192, 5, 3, 6, 3), (1, 1, 1, 1, 2))
-    tensormap.validate(spec)
-    with pytest.raises(TensorMapError, match=r"the box holds 276480 bytes"):
-        tensormap.validate(tensormap.with_fields(spec, element_strides=(1, 1, 1, 1, 1), box=(192, 5, 3, 6, 2)))
+    tensormap.validate(spec, safety=False)
+    with pytest.raises(TensorMapError, match=r"one load of the box delivers 276480 bytes, more than the 227 KiB"):
+        tensormap.validate(spec)
+    with pytest.raises(TensorMapError, match=r"the box counts 276480 bytes"):
+        tensormap.validate(tensormap.with_fields(spec, element_strides=(1, 1, 1, 1, 1), box=(192, 5, 3, 6, 2)),
+                           safety=False)
+    at_limit = TensorMapSpec("bfloat16", (116, 259, 218, 286), (272, 70448, 15357664), (32, 8, 19, 24))
+    tensormap.validate(at_limit, safety=False, lint=False)  # 233472 bytes exactly: the driver accepted it
+    strided_out = tensormap.with_fields(spec, box=(192, 5, 3, 6, 1), element_strides=(1, 1, 1, 1, 2))
+    tensormap.validate(strided_out, lint=False)  # 1 // 2 = 0: the driver counts nothing for that dimension
+
+
+def test_interleaved_boxes_need_whole_16_byte_rows_and_strides_may_be_zero():
+    spec = TensorMapSpec("float32", (8, 20, 30), (32, 640), (4, 8, 8), interleave="16B")
+    tensormap.validate(spec, lint=False)
+    with pytest.raises(TensorMapError, match=r"box_dim\[0\] \(innermost\) x 4 bytes = 12 must be a multiple of 16"):
+        tensormap.validate(tensormap.with_fields(spec, box=(3, 8, 8)), lint=False)
+    tensormap.validate(tensormap.with_fields(spec, strides=(0, 640)), lint=False)  # the driver accepts 0
 
 
 def test_on_adversarial_configurations_the_validator_names_a_rule_or_accepts_what_the_driver_can_be_asked():
