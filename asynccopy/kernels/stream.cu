@@ -124,11 +124,18 @@ __device__ __forceinline__ void issue_tile_ldgsts(float* buf, const float* __res
         const u64 t = ac::tile_of_block(k);
         const u64 start = t * TILE;
         const u64 valid = acs::valid_elems<TILE>(t, n);
+        if (valid == TILE) {  // every tile but the array's last: whole chunks, no source-size arithmetic
 #pragma unroll
-        for (int c = 0; c < CHUNKS / THREADS; ++c) {
-            const int e = (threadIdx.x + c * THREADS) * EPC;
-            const acs::ChunkSource from = acs::chunk_source<EPC>(in, start, e, valid);
-            ac::cp_async<VEC, BYPASS_L1>(buf + e, from.src, from.bytes);
+            for (int c = 0; c < CHUNKS / THREADS; ++c) {
+                const int e = (threadIdx.x + c * THREADS) * EPC;
+                ac::cp_async<VEC, BYPASS_L1>(buf + e, in + start + e);
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < CHUNKS / THREADS; ++c) {
+                const int e = (threadIdx.x + c * THREADS) * EPC;
+                acs::cp_async_chunk<VEC, BYPASS_L1>(buf + e, in, start, e, valid);
+            }
         }
     }
     ac::commit_group();
@@ -306,7 +313,14 @@ __device__ __forceinline__ void issue_tile_primitives(float* buf, const float* _
             for (int c = 0; c < TILE / 4 / THREADS; ++c) {
                 const int e = (threadIdx.x + c * THREADS) * 4;
                 const acs::ChunkSource from = acs::chunk_source<4>(in, start, e, valid);
-                __pipeline_memcpy_async(buf + e, from.src, 16, 16 - from.bytes);
+                if (from.bytes == 0 || from.bytes == 16) {
+                    __pipeline_memcpy_async(buf + e, from.src, 16, 16 - from.bytes);
+                } else {  // the chunk the array's end cuts, as 4-byte copies (see acs::cp_async_chunk)
+                    for (int i = 0; i < 4; ++i) {
+                        const acs::ChunkSource one = acs::chunk_source<1>(in, start, e + i, valid);
+                        __pipeline_memcpy_async(buf + e + i, one.src, 4, 4 - one.bytes);
+                    }
+                }
             }
         }
     }

@@ -54,11 +54,17 @@ __global__ void __launch_bounds__(32 * PRODUCERS + THREADS)
         float* buf = smem + s * TILE;
         const u64 t = ac::tile_of_block(k);
         const u64 valid = acs::valid_elems<TILE>(t, n);
+        if (valid == TILE) {  // every tile but the array's last: whole chunks
 #pragma unroll 8
-        for (int c = 0; c < CHUNKS / PT; ++c) {
-            const int e = (threadIdx.x + c * PT) * 4;
-            const acs::ChunkSource from = acs::chunk_source<4>(in, t * TILE, e, valid);
-            ac::cp_async<16, true>(buf + e, from.src, from.bytes);
+            for (int c = 0; c < CHUNKS / PT; ++c) {
+                const int e = (threadIdx.x + c * PT) * 4;
+                ac::cp_async<16, true>(buf + e, in + t * TILE + e);
+            }
+        } else {
+            for (int c = 0; c < CHUNKS / PT; ++c) {
+                const int e = (threadIdx.x + c * PT) * 4;
+                acs::cp_async_chunk<16, true>(buf + e, in, t * TILE, e, valid);
+            }
         }
         ac::cp_async_mbarrier_arrive_noinc(full);  // this thread's copies complete full[s] when landed
     };

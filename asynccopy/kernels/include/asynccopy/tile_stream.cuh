@@ -15,6 +15,8 @@
 // Constraints: TILE is a multiple of 4 * THREADS; in and out are 16-byte aligned.
 #pragma once
 
+#include <asynccopy/ldgsts.cuh>
+
 namespace asynccopy {
 namespace stream {
 
@@ -48,6 +50,26 @@ __device__ __forceinline__ ChunkSource chunk_source(const float* __restrict__ in
 {
     const unsigned bytes = e >= valid ? 0u : 4u * static_cast<unsigned>(valid - e < EPC ? valid - e : EPC);
     return {bytes ? in + start + e : in, bytes};
+}
+
+// One VEC-byte chunk of a boundary tile by cp.async, zero-filled past the array's end. The chunk the
+// end cuts (0 < bytes < VEC) goes as 4-byte copies: a VEC-byte copy of it addresses bytes past the
+// array even though its source size stops at the end, and compute-sanitizer's memcheck reports that as
+// an out-of-bounds read of the whole VEC bytes (seen on an H200 for 16-byte copies).
+template <int VEC, bool BYPASS_L1>
+__device__ __forceinline__ void cp_async_chunk(float* dst, const float* __restrict__ in, u64 start, int e, u64 valid)
+{
+    constexpr int EPC = VEC / 4;
+    const ChunkSource from = chunk_source<EPC>(in, start, e, valid);
+    if (EPC == 1 || from.bytes == 0 || from.bytes == VEC) {
+        cp_async<VEC, BYPASS_L1>(dst, from.src, from.bytes);
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < EPC; ++i) {
+        const ChunkSource one = chunk_source<1>(in, start, e + i, valid);
+        cp_async<4>(dst + i, one.src, one.bytes);
+    }
 }
 
 __device__ __forceinline__ float4 mix(float4 acc, float4 nb)
