@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from . import arrays, build, device, tensormap
-from .errors import ArgumentError
+from .errors import ArgumentError, check_int
 
 _RANKS = range(1, 6)
 _WALK_BOXES = ((16, 32), (8, 64), (64, 64))
@@ -83,17 +83,27 @@ def store_box(array, box, coords, image: np.ndarray, *, swizzle: str = "none", s
     img.close()
 
 
-def scale_bulk(x, *, chunk: int = 4096, blocks_per_sm: int = 1, stream=None):
+def scale_bulk(x, *, chunk: int = 4096, blocks_per_sm: int = 1, out=None, stream=None):
     """y = 2 x through 1D bulk copies global → shared → global (a demonstration of both directions,
-    the bulk async-groups and the proxy fence). x: contiguous float32, a multiple of 4 elements."""
-    facts = _facts()
-    if chunk <= 0 or chunk % 4:
+    the bulk async-groups and the proxy fence). x: contiguous float32, a multiple of 4 elements.
+    ``out``: where y goes (default: a new array of x's kind)."""
+    chunk = check_int(chunk, "chunk", 4, 1 << 20)
+    if chunk % 4:
         raise ArgumentError(f"chunk must be a positive multiple of 4 floats (16-byte bulk copies), got {chunk}")
+    blocks_per_sm = check_int(blocks_per_sm, "blocks_per_sm", 1, 64)
+    arrays.check_device_array(x, "x")
+    facts = _facts()
     s = arrays.resolve_stream(stream, x)
     src = arrays.view(x, "x", stream=s)
     if src.size % 4:
         raise ArgumentError(f"bulk copies move multiples of 16 bytes: x needs a multiple of 4 elements, got {src.size}")
-    dst = arrays.empty_like(src, stream=s)
+    if out is None:
+        dst = arrays.empty_like(src, stream=s)
+    else:
+        o = arrays.view(out, "out", stream=s, writable=True)
+        if o.size != src.size:
+            raise ArgumentError(f"out has {o.size} elements, x has {src.size}")
+        dst = arrays.Output(o.ptr, out)
     smem = 3 * chunk * 4
     if smem + 1024 > facts.smem_per_block_optin:
         raise ArgumentError(f"chunk {chunk} needs {smem // 1024} KiB of shared memory (3 buffers); "

@@ -32,3 +32,13 @@ def test_coordinates_go_innermost_first_and_are_checked():
     with pytest.raises(tensormap.TensorMapError, match=r"coordinate 0 \(innermost\) x 4 bytes = 8 must be a multiple "
                                                        r"of 16"):
         tma._coords((0, 2), spec)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"chunk": 6}, r"chunk must be a positive multiple of 4 floats"),
+                                             ({"chunk": 0}, r"chunk must be in \[4, 1048576\], got 0"),
+                                             ({"blocks_per_sm": 0}, r"blocks_per_sm must be in \[1, 64\], got 0")])
+def test_scale_bulk_checks_its_arguments_before_looking_for_a_gpu(kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        tma.scale_bulk(np.zeros(16, np.float32), **kwargs)
+    with pytest.raises(ArgumentError, match=r"x is a host \(NumPy\) array"):
+        tma.scale_bulk(np.zeros(16, np.float32))
