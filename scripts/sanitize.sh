@@ -19,6 +19,11 @@ failed=0
 for tool in "${tools[@]}"; do
   extra=()
   [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+  # synccheck misreads libcu++'s cuda::pipeline commit (cp.async.mbarrier.arrive with increment + a plain
+  # arrive) as "Missing wait" and kills the launch, so no single report can be set aside: those two kernels
+  # run unchecked by synccheck alone, and the minimal kernel of the pattern shows the tool's verdict on it
+  # (scripts/sanitizer_patterns.py; docs/design.md, "compute-sanitizer").
+  [ "$tool" = synccheck ] && extra=(--kernel-name-exclude kns=stream_pipeline --kernel-name-exclude kns=stream_ws_pipeline)
   t0=$(date +%s)
   "$sanitizer" --tool "$tool" --report-api-errors no --error-exitcode 99 "${extra[@]}" \
     python3 -m pytest tests/gpu -m sanitize -q -p no:cacheprovider -x >"$logs/sanitize-$tool.txt" 2>&1
@@ -31,4 +36,11 @@ for tool in "${tools[@]}"; do
     grep -A12 "^========= \(Invalid\|Race\|Barrier\|Uninitialized\|Error\|.*[Hh]azard\)" "$logs/sanitize-$tool.txt" | head -60
   fi
 done
+if [[ " ${tools[*]} " == *" synccheck "* ]]; then
+  echo "synccheck on the libcu++ pipeline pattern, alone (expected: flagged with the increment, clean without):"
+  for p in arrive_inc arrive_noinc; do
+    "$sanitizer" --tool synccheck python3 scripts/sanitizer_patterns.py $p 2>&1 | grep -E "ran,|Missing wait|ERROR SUMMARY" \
+      | sort | uniq -c
+  done
+fi
 exit $failed
