@@ -160,6 +160,17 @@ class Output:
         return jnp.from_dlpack(self.obj)
 
 
+def output(out, src: DeviceArray, *, stream) -> Output:
+    """Where a result of src's shape goes: ``out`` (checked: a writable CUDA array of as many elements,
+    of src's dtype) or, when it is None, a new array of src's kind."""
+    if out is None:
+        return empty_like(src, stream=stream)
+    o = view(out, "out", stream=stream, dtype=src.dtype, writable=True)
+    if o.size != src.size:
+        raise ArgumentError(f"out has {o.size} elements, x has {src.size}")
+    return Output(o.ptr, out)
+
+
 def empty_like(src: DeviceArray, *, stream) -> Output:
     """A new uninitialized array of src's kind, shape and dtype, usable in order on ``stream``."""
     kind = _kind(src.obj)

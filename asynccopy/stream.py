@@ -284,13 +284,7 @@ def run(x, mechanism: str = "ldgsts", *, stages: int | None = None, intensity: i
     cfg.check_fits(facts.smem_per_block_optin, facts.name)
     s = arrays.resolve_stream(stream, x)
     src = arrays.view(x, "x", stream=s)
-    if out is None:
-        dst = arrays.empty_like(src, stream=s)
-    else:
-        o = arrays.view(out, "out", stream=s, writable=True)
-        if o.size != src.size:
-            raise ArgumentError(f"out has {o.size} elements, x has {src.size}")
-        dst = arrays.Output(o.ptr, out)
+    dst = arrays.output(out, src, stream=s)
     launch(cfg, src.ptr, dst.ptr, src.size, intensity, stream=s, facts=facts, blocks_per_sm=blocks_per_sm)
     return dst.finish(s)
 

@@ -97,13 +97,7 @@ def scale_bulk(x, *, chunk: int = 4096, blocks_per_sm: int = 1, out=None, stream
     src = arrays.view(x, "x", stream=s)
     if src.size % 4:
         raise ArgumentError(f"bulk copies move multiples of 16 bytes: x needs a multiple of 4 elements, got {src.size}")
-    if out is None:
-        dst = arrays.empty_like(src, stream=s)
-    else:
-        o = arrays.view(out, "out", stream=s, writable=True)
-        if o.size != src.size:
-            raise ArgumentError(f"out has {o.size} elements, x has {src.size}")
-        dst = arrays.Output(o.ptr, out)
+    dst = arrays.output(out, src, stream=s)
     smem = 3 * chunk * 4
     if smem + 1024 > facts.smem_per_block_optin:
         raise ArgumentError(f"chunk {chunk} needs {smem // 1024} KiB of shared memory (3 buffers); "
