@@ -13,7 +13,7 @@ import numpy as np
 
 from . import arrays, build, device
 from . import mechanism as mechanism_table
-from .errors import ArgumentError
+from .errors import ArgumentError, check_int
 from .mechanism import MAX_PRODUCERS, MAX_STAGES, Mechanism
 from .model import planner
 
@@ -23,9 +23,7 @@ MAX_TILES_PER_BLOCK = 1 << 29  # a block's tile counter stays below it (pipeline
 
 
 def _int(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ArgumentError(f"{what} must be an integer, got {value!r}")
-    return int(value)
+    return check_int(value, what)
 
 
 def _check_threads_and_tile(threads, tile) -> tuple[int, int]:
