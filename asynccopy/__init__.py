@@ -4,6 +4,7 @@ from . import device
 from .build import compile, disassemble
 from .device import DeviceFacts
 from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
+from .matmul import gemm
 from .mechanism import MECHANISMS, Mechanism, mechanisms, register
 from .model import KernelCosts, Operand, plan
 from .stream import StreamConfig, reference, run
@@ -11,7 +12,7 @@ from .stream import StreamConfig, reference, run
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "KernelCosts", "MECHANISMS",
+    "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "gemm", "KernelCosts", "MECHANISMS",
     "Mechanism", "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference",
     "register", "run",
 ]

@@ -16,6 +16,11 @@ def _util():
     return build.compile(build.read_kernel("util.cu"), name="util")
 
 
+def hold(stream, ns: int) -> None:
+    """Queue a one-thread kernel that keeps ``stream`` busy for ``ns`` nanoseconds (util.cu, hold)."""
+    build.launch(_util().kernel("hold"), np.uint64(max(0, int(ns))), grid=1, block=1, stream=stream)
+
+
 class Scratch:
     """Device buffers of float32 on one stream, filled and copied with asynccopy's util kernels."""
 

@@ -78,6 +78,7 @@ class DeviceFacts:
     latency_ns: float  # the loaded memory latency the planner assumes
     latency_source: str
     device_id: int = -1  # -1: not a live device (a table entry)
+    tensor_tflops: float = 0.0  # dense bf16 / f16 with f32 accumulation, datasheet (0: unknown)
 
     @property
     def arch(self) -> str:
@@ -110,7 +111,8 @@ class DeviceFacts:
             values["cc"] = tuple(values["cc"])
             if "bandwidth" not in values:
                 ref = _table_entry_for(str(values["name"]))
-                values.update(bandwidth=ref.bandwidth, latency_ns=ref.latency_ns, latency_source=ref.latency_source)
+                values.update(bandwidth=ref.bandwidth, latency_ns=ref.latency_ns, latency_source=ref.latency_source,
+                              tensor_tflops=ref.tensor_tflops)
             return DeviceFacts(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise ArgumentError(f"not a device description: {exc}") from None
@@ -120,8 +122,10 @@ def _cccl(bytes_per_sm: int, sms: int, bandwidth: float) -> float:
     return bytes_per_sm * sms / bandwidth * 1e9
 
 
-def _entry(name, cc, sms, smem_sm, smem_block, threads, blocks, l2, bandwidth, latency, source) -> DeviceFacts:
-    return DeviceFacts(name, cc, sms, smem_sm, smem_block, 65536, threads, blocks, l2, bandwidth, latency, source)
+def _entry(name, cc, sms, smem_sm, smem_block, threads, blocks, l2, bandwidth, latency, source,
+           tflops=0.0) -> DeviceFacts:
+    return DeviceFacts(name, cc, sms, smem_sm, smem_block, 65536, threads, blocks, l2, bandwidth, latency, source,
+                       tensor_tflops=tflops)
 
 
 KNOWN: dict[str, DeviceFacts] = {
@@ -129,18 +133,19 @@ KNOWN: dict[str, DeviceFacts] = {
     for d in (
         _entry("V100", (7, 0), 80, 96 * KiB, 96 * KiB, 2048, 32, 6 << 20, 900e9, 600.0, "assumed (no CCCL figure)"),
         _entry("A100-40GB", (8, 0), 108, 164 * KiB, 163 * KiB, 2048, 32, 40 << 20, 1555e9,
-               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM"),
+               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM", 312.0),
         _entry("A100-80GB", (8, 0), 108, 164 * KiB, 163 * KiB, 2048, 32, 40 << 20, 2039e9,
-               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM (on the 40 GB part)"),
+               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM (on the 40 GB part)", 312.0),
         _entry("H100-SXM", (9, 0), 132, 228 * KiB, 227 * KiB, 2048, 32, 50 << 20, 3350e9,
-               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM"),
+               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM", 989.4),
         _entry("H100-PCIe", (9, 0), 114, 228 * KiB, 227 * KiB, 2048, 32, 50 << 20, 2000e9,
-               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM (on the SXM part)"),
+               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM (on the SXM part)", 756.5),
         _entry("H200", (9, 0), 132, 228 * KiB, 227 * KiB, 2048, 32, 60 << 20, 4800e9,
-               _cccl(48 * KiB, 132, 4800e9), "CCCL: 48 KiB per SM"),
-        _entry("L40S", (8, 9), 142, 100 * KiB, 99 * KiB, 1536, 24, 96 << 20, 864e9, 1000.0, "assumed (no CCCL figure)"),
+               _cccl(48 * KiB, 132, 4800e9), "CCCL: 48 KiB per SM", 989.4),
+        _entry("L40S", (8, 9), 142, 100 * KiB, 99 * KiB, 1536, 24, 96 << 20, 864e9, 1000.0, "assumed (no CCCL figure)",
+               362.1),
         _entry("RTX4090", (8, 9), 128, 100 * KiB, 99 * KiB, 1536, 24, 72 << 20, 1008e9, 1000.0,
-               "assumed (no CCCL figure)"),
+               "assumed (no CCCL figure)", 165.2),
     )
 }
 
@@ -221,6 +226,7 @@ def current(device_id: int | None = None) -> DeviceFacts:
             latency_ns=ref.latency_ns,
             latency_source=ref.latency_source,
             device_id=dev.device_id,
+            tensor_tflops=ref.tensor_tflops,
         )
     except DeviceError:
         raise

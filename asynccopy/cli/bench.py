@@ -9,7 +9,7 @@ from ..errors import AsyncCopyError, check_int
 from . import common
 from .model import print_model
 
-SUITES = ("stream", "stas", "chunks")
+SUITES = ("stream", "stas", "chunks", "gemm")
 
 
 def add(sub) -> None:
@@ -18,6 +18,7 @@ def add(sub) -> None:
     _add_stream(suites)
     _add_stas(suites)
     _add_chunks(suites)
+    _add_gemm(suites)
 
 
 def _add_sweep_flags(p, *, size_mib: int = 1024) -> None:
@@ -64,6 +65,31 @@ def _add_chunks(suites) -> None:
     p.add_argument("--chunks", type=common.ints, default=chunks_bench.DEFAULT_CHUNKS, help="bytes per tile")
     _add_sweep_flags(p)
     p.set_defaults(fn=cmd_chunks)
+
+
+def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
+    out = []
+    for part in common.names(text):
+        dims = common.shape(part)
+        if len(dims) != 3:
+            raise common.argparse.ArgumentTypeError(f"a GEMM shape is MxNxK, got {part!r}")
+        out.append(dims)
+    return tuple(out)
+
+
+def _add_gemm(suites) -> None:
+    from ..bench import gemm_bench
+
+    p = suites.add_parser("gemm", help="GEMM kernels against cuBLAS and a Triton matmul (PyTorch needed)")
+    p.add_argument("--shapes", type=_shapes, default=gemm_bench.DEFAULT_SHAPES, help="comma-separated MxNxK")
+    p.add_argument("--dtype", default="bfloat16", help="bfloat16 or float16")
+    p.add_argument("--kernels", type=common.names, default=None, help="asynccopy GEMM kernels (default: all)")
+    p.add_argument("--stages", type=common.ints, default=None, help="sweep these stage counts")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape")
+    common.add_output_flags(p)
+    p.set_defaults(fn=cmd_gemm)
 
 
 STREAM_COLUMNS = [("label", "mechanism", ""), ("copy_op", "copy", ""), ("stages", "stages", "d"),
@@ -195,5 +221,41 @@ def cmd_chunks(args) -> int:
     at = chunks_bench.crossover(result.rows, result.pair)
     print(f"\ndevice-to-device copy: {result.copy_gbps:.0f} GB/s")
     print(f"{second} >= {first} from {at} B chunks on" if at else f"{second} never overtakes {first} for good here")
+    common.write(args, result.as_dict())
+    return 0
+
+
+def cmd_gemm(args) -> int:
+    from .. import matmul
+    from ..bench import gemm_bench
+
+    check_int(args.reps, "--reps", 1, 100_000)
+    check_int(args.warmup, "--warmup", 0, 100_000)
+    if not args.shapes:
+        raise AsyncCopyError("--shapes needs at least one MxNxK")
+    for dims in args.shapes:
+        for d in dims:
+            check_int(d, "each GEMM dimension", 1, 1 << 20)
+    if args.dtype not in matmul.DTYPES:
+        raise AsyncCopyError(f"--dtype must be one of {', '.join(matmul.DTYPES)}, got {args.dtype!r}")
+    for name in args.kernels or ():
+        if name not in matmul.KERNELS:
+            raise AsyncCopyError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(matmul.KERNELS)}")
+    for st in args.stages or ():
+        check_int(st, "each of --stages", 1, 32)
+    if args.png:
+        common.check_png(args.png)
+    common.check_outputs(args)
+    result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=args.stages, reps=args.reps,
+                            warmup=args.warmup)
+    print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
+                                     ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
+                                     ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),
+                                     ("pct_peak", "% peak", ".0f"), ("rel_error", "rel err", ".1e")]))
+    print()
+    for line in gemm_bench.summary(result):
+        print(line)
+    if args.png:
+        print(f"wrote {gemm_bench.plot(result, args.png)}")
     common.write(args, result.as_dict())
     return 0

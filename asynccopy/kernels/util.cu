@@ -3,6 +3,9 @@
 // fill_uniform: x[i] = a float in [-1, 1) from a hash of (seed, i) — fresh random inputs of any size
 //               without a host round trip (splitmix64 finalizer; 24 random mantissa bits).
 // fill_value:   x[i] = value — poisons an output before a run so that unwritten elements show.
+// hold:         one thread spins on the global timer for `ns` nanoseconds: queued ahead of a batch of
+//               timed launches, it keeps the GPU busy while the host queues them, so the events
+//               around each launch time the GPU's work, not the host's Python between launches.
 // Grid-stride loops; any grid size works.
 using u64 = unsigned long long;
 
@@ -25,4 +28,14 @@ extern "C" __global__ void fill_uniform(float* __restrict__ x, u64 n, u64 seed)
 extern "C" __global__ void fill_value(float* __restrict__ x, u64 n, float value)
 {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) x[i] = value;
+}
+
+extern "C" __global__ void hold(u64 ns)
+{
+    u64 start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
 }

@@ -93,3 +93,22 @@ def test_stas_ring(via):
 
     r = stas.ring(2, 1024, 4, via=via, slots=2, clusters=2)
     assert r.errors == 0 and np.array_equal(r.last, stas.expected_last(r))
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma", "simt"])
+@pytest.mark.parametrize("ldc", [136, 137])  # C rows 544 bytes apart (TMA stores) and 548 (register stores)
+def test_gemm(cupy, facts, kernel, ldc):
+    from asynccopy import matmul
+
+    rec = matmul.KERNELS[kernel]
+    require_cc(facts, rec.min_cc)
+    dtype = np.float32 if "float32" in rec.dtypes else np.float16
+    rng = np.random.default_rng(ldc)
+    m, k, n = 130, 72, 136  # partial tiles in every dimension
+    a = cupy.asarray(rng.standard_normal((m, k)).astype(dtype))
+    b = cupy.asarray(rng.standard_normal((k, n)).astype(dtype))
+    out = cupy.full((m, ldc), np.nan, dtype=np.float32)[:, :n]
+    matmul.gemm(a, b, out=out, kernel=kernel, stages=2, out_dtype="float32")
+    ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
+    got = cupy.asnumpy(out)
+    assert np.abs(got - ref).max() < 1e-3 * np.abs(ref).max()

@@ -45,7 +45,15 @@ class FakeStream:
         self.closed = True
 
 
-def test_time_ms_warms_up_then_times_each_rep_between_two_events():
+@pytest.fixture
+def holds(monkeypatch):
+    """The hold kernels time_ms queues: (stream, ns, events recorded before it)."""
+    got = []
+    monkeypatch.setattr(harness, "hold", lambda stream, ns: got.append((stream, ns, len(stream.events))))
+    return got
+
+
+def test_time_ms_warms_up_then_times_each_rep_between_two_events(holds):
     s = FakeStream(durations=[100, 100, 2, 3, 5, 7])
     calls = []
 
@@ -58,6 +66,17 @@ def test_time_ms_warms_up_then_times_each_rep_between_two_events():
     assert got == [2, 3, 5, 7]  # the warm-up's 100s are not timed
     assert len(s.events) == 8 and s.events[-1].synced  # the last event is waited for, and only it
     assert not any(e.synced for e in s.events[:-1])
+
+
+def test_the_reps_are_queued_behind_a_hold_longer_than_the_host_needs_to_queue_them(holds, monkeypatch):
+    s = FakeStream()
+    clock = iter([0.0, 0.010, 1.0, 1.004, 2.0, 2.003])  # the warm-up calls take 10, 4 and 3 ms on the host
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
+    harness.time_ms(lambda i: s.advance(), s, warmup=3, reps=5)
+    assert len(holds) == 1 and holds[0][0] is s and holds[0][2] == 0  # before the first event
+    assert holds[0][1] == pytest.approx(1e9 * (2 * 5 * 0.003 + 50e-6))  # 2 x reps x the fastest warm-up
+    harness.time_ms(lambda i: s.advance(), s, warmup=0, reps=2)
+    assert len(holds) == 1  # no warm-up, nothing to go by: no hold
 
 
 def test_median():

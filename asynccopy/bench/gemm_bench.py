@@ -1,0 +1,209 @@
+"""`asynccopy bench gemm`: our GEMM kernels against cuBLAS (PyTorch's matmul) and a Triton matmul at its
+best `num_stages`, same inputs, same run.
+
+For each shape (m, n, k): fresh random inputs in the chosen dtype, enough sets of A, B, C that the
+bytes between two uses of one set exceed 3 x L2 (small shapes would otherwise be timed out of L2);
+every implementation's C is checked against a float64 product first; then each is timed (CUDA events,
+median after warm-up). Rows give TFLOP/s (2 m n k / time), % of the same shape's cuBLAS, % of the
+device's datasheet peak where the table knows it, and the relative error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .. import device, matmul
+from ..errors import ArgumentError, AsyncCopyError
+from .harness import Case, Skip, default_progress, sweep
+
+DEFAULT_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+                  (16384, 16384, 16384), (128, 8192, 8192), (8192, 8192, 1024), (16384, 1024, 8192),
+                  (3000, 5000, 7000))  # (m, n, k)
+TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3}  # ||C - C64|| / ||C64||, C rounded to the input dtype
+
+
+@dataclass
+class GemmRow:
+    m: int
+    n: int
+    k: int
+    impl: str  # "cuBLAS", "Triton", or an asynccopy kernel's name
+    config: str
+    stages: int | None
+    ms: float
+    tflops: float
+    pct_cublas: float | None = None
+    pct_peak: float | None = None
+    rel_error: float = 0.0
+    samples_ms: list[float] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class GemmBench:
+    device: dict
+    dtype: str
+    rows: list[GemmRow]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise AsyncCopyError("bench gemm needs PyTorch: cuBLAS and the Triton reference are reached through it") from None
+    return torch
+
+
+class _Operands:
+    """Rotating sets of A [m, k], B [k, n], C [m, n] on one device, and the float64 product of set 0."""
+
+    def __init__(self, torch, m, n, k, dtype, l2_bytes):
+        tdt = getattr(torch, dtype)
+        per_set = 2 * (m * k + k * n + m * n)
+        sets = max(1, min(8, math.ceil(3 * l2_bytes / per_set) + 1)) if per_set < 3 * l2_bytes else 1
+        self.a = [torch.randn(m, k, device="cuda").to(tdt) for _ in range(sets)]
+        self.b = [torch.randn(k, n, device="cuda").to(tdt) for _ in range(sets)]
+        self.c = [torch.empty(m, n, device="cuda", dtype=tdt) for _ in range(sets)]
+        self.ref = self.a[0].double() @ self.b[0].double()
+        self.sets = sets
+
+    def error(self) -> float:
+        return ((self.c[0].double() - self.ref).norm() / self.ref.norm().clamp_min(1e-30)).item()
+
+
+def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream):
+    """(impl, config, stage points, run(stage, i)) of every implementation on one shape."""
+    out = [("cuBLAS", "torch.matmul", (None,), lambda s, i: torch.matmul(ops.a[i], ops.b[i], out=ops.c[i]))]
+    from . import triton_gemm
+
+    if triton_gemm.available() is None:
+        for config in triton_gemm.CONFIGS[:1]:
+            runs = {}
+
+            def run(s, i, config=config, runs=runs):
+                key = (s, i)
+                if key not in runs:
+                    runs[key] = triton_gemm.launcher(ops.a[i], ops.b[i], ops.c[i], config=config, stages=s)
+                runs[key]()
+
+            bm, bn, bk, w = config
+            out.append(("Triton", f"{bm}x{bn}x{bk} w{w}", stages or triton_gemm.STAGES, run))
+    for name in kernels:
+        rec = matmul.KERNELS[name]
+        fit = rec.max_stages(rec.tiles[-1], device.current().smem_per_block_optin)
+        points = tuple(s for s in (stages or (None,)) if s is None or s <= fit)
+        out.append((name, f"tile {rec.bm}x{rec.tiles[-1]}", points,
+                    lambda s, i, name=name: matmul.gemm(ops.a[i], ops.b[i], out=ops.c[i], kernel=name, stages=s,
+                                                        stream=stream)))
+    return out
+
+
+def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
+        warmup: int = 5, progress=default_progress) -> GemmBench:
+    """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
+    implementations that take one (None: each one's default, Triton's best of triton_gemm.STAGES)."""
+    torch = _torch()
+    if dtype not in matmul.DTYPES:
+        raise ArgumentError(f"dtype must be one of {', '.join(matmul.DTYPES)}, got {dtype!r}")
+    kernels = tuple(kernels or matmul.KERNELS)
+    for name in kernels:
+        if name not in matmul.KERNELS:
+            raise ArgumentError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(matmul.KERNELS)}")
+    facts = device.require((8, 0), "bench gemm")
+    from cuda.core import Device
+
+    s = Device(facts.device_id).create_stream()
+    torch_stream = torch.cuda.ExternalStream(int(s.handle))
+    rows: list[GemmRow] = []
+    with torch.cuda.stream(torch_stream):
+        for m, n, k in shapes:
+            ops = _Operands(torch, m, n, k, dtype, facts.l2_bytes)
+            cases = []
+            for impl, config, points, fn in _implementations(torch, ops, dtype, kernels, stages, s):
+                cases.append(_case(f"{m}x{n}x{k} {impl}", impl, config, points, fn, ops, dtype, s))
+            for t in sweep(cases, s, warmup=warmup, reps=reps, progress=progress):
+                impl, config, err = t.case.tag
+                tflops = 2 * m * n * k / (t.ms * 1e-3) / 1e12
+                rows.append(GemmRow(m, n, k, impl, config, t.point, t.ms, tflops, rel_error=err[0],
+                                    samples_ms=t.samples,
+                                    pct_peak=100 * tflops / facts.tensor_tflops if facts.tensor_tflops else None))
+            del ops
+    _relative_to_cublas(rows)
+    return GemmBench(facts.as_dict(), dtype, rows)
+
+
+def _case(label, impl, config, points, fn, ops, dtype, stream) -> Case:
+    err = [0.0]
+
+    def prepare() -> None:
+        try:
+            for p in points:
+                ops.c[0].fill_(float("nan"))
+                fn(p, 0)
+                stream.sync()
+                err[0] = max(err[0], ops.error())
+        except ArgumentError as exc:
+            raise Skip(str(exc)) from None
+        if not err[0] < TOLERANCE[dtype]:  # NaN (an output never written) fails too
+            raise AsyncCopyError(f"{label}: relative error {err[0]:.2e} against float64 (at most {TOLERANCE[dtype]})")
+
+    return Case(label, points, prepare, lambda p, i: fn(p, i % ops.sets), tag=(impl, config, err))
+
+
+def _relative_to_cublas(rows: list[GemmRow]) -> None:
+    best = {(r.m, r.n, r.k): r.ms for r in rows if r.impl == "cuBLAS"}
+    for r in rows:
+        if (r.m, r.n, r.k) in best:
+            r.pct_cublas = 100 * best[(r.m, r.n, r.k)] / r.ms
+
+
+def summary(result: GemmBench) -> list[str]:
+    """Per shape: each implementation's best TFLOP/s and its share of cuBLAS."""
+    lines = []
+    shapes = sorted({(r.m, r.n, r.k) for r in result.rows}, key=lambda s: s[0] * s[1] * s[2])
+    for shape in shapes:
+        at = [r for r in result.rows if (r.m, r.n, r.k) == shape]
+        best = {}
+        for r in at:
+            if r.impl not in best or r.ms < best[r.impl].ms:
+                best[r.impl] = r
+        parts = [f"{impl} {r.tflops:.0f}" + (f" ({r.pct_cublas:.0f}%)" if r.pct_cublas and impl != "cuBLAS" else "")
+                 + (f" s{r.stages}" if r.stages else "") for impl, r in best.items()]
+        lines.append(f"{shape[0]}x{shape[1]}x{shape[2]}: " + ", ".join(parts) + " TFLOP/s")
+    return lines
+
+
+def plot(result: GemmBench, path: str) -> str:
+    """TFLOP/s against the stage count, a panel per shape, a line per implementation (cuBLAS: a level)."""
+    from ..plotting import pyplot
+
+    plt = pyplot()
+    shapes = sorted({(r.m, r.n, r.k) for r in result.rows}, key=lambda s: s[0] * s[1] * s[2])
+    cols = min(3, len(shapes))
+    nrows = -(-len(shapes) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), dpi=110, squeeze=False)
+    for ax, shape in zip(axes.flat, shapes):
+        at = [r for r in result.rows if (r.m, r.n, r.k) == shape]
+        for impl in dict.fromkeys(r.impl for r in at):
+            pts = sorted((r.stages, r.tflops) for r in at if r.impl == impl and r.stages is not None)
+            if pts:
+                ax.plot(*zip(*pts), "-o", ms=3, label=impl)
+            else:
+                for r in at:
+                    if r.impl == impl:
+                        ax.axhline(r.tflops, ls="--", color="gray", label=f"{impl} {r.tflops:.0f}")
+        ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=9)
+        ax.set_xlabel("stages", fontsize=8)
+        ax.set_ylabel("TFLOP/s", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(shapes):]:
+        ax.axis("off")
+    fig.suptitle(f"GEMM {result.dtype}, {result.device.get('name', '')}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,395 @@
+// gemm_mma.cu — C = A x B on Ampere and later (sm_80+): a multistage cp.async (LDGSTS) pipeline into
+// XOR-swizzled shared memory, ldmatrix, mma.sync m16n8k16. Plain pointers: any m, n, k >= 1, any
+// leading dimension, any alignment down to one element.
+//
+// What: C [m x n] (row-major, leading dimension ldc, bf16 / f16 / f32) = A [m x k] x B [k x n], A and B
+// bf16 or f16, accumulated in f32 and rounded once at the store. Either operand may be K-major or
+// MN-major in memory:
+//   A_MN = 0: A row-major, a[i * lda + kk]       A_MN = 1: A column-major, a[kk * lda + i]
+//   B_MN = 0: B column-major, b[j * ldb + kk]    B_MN = 1: B row-major, b[kk * ldb + j]
+//             (x @ w.T with w row-major [n x k])
+// How: one block of 256 threads per BM x BN output tile (a 1D grid of exactly tiles_m * tiles_n
+// blocks, visited in groups of GROUP_M tile-rows so that concurrently running blocks share A and B
+// tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a 64 x (BN / 4) piece of the tile: MI x NI
+// = 4 x 4 (BN = 128) or 4 x 8 (BN = 256) mma tiles of 16 x 8, MI * NI * 4 f32 accumulators per thread.
+// k is walked in slices of BK = 32 through STAGES shared-memory stages (group_pipeline.cuh's protocol,
+// written out: this kernel has no trace buffer): the first STAGES - 1 slices are copied ahead; for
+// slice kt every thread waits for its own copies of it (wait_group<STAGES - 2>), a barrier makes
+// everyone's visible and proves slice kt - 1 fully read, the copies of slice kt + STAGES - 1 go into
+// kt - 1's stage, one commit (empty past the last slice, so that every thread's group count stays
+// one per slice and one compile-time N serves every wait), and the warps compute slice kt: per k16
+// step, ldmatrix .x4 fragments (.trans for an MN-major operand) and MI * NI mma.sync. STAGES = 1
+// copies, waits, computes and synchronizes in turn.
+// Copies: each operand's tile is split into copies of ALIGN bytes (ALIGN: the largest power of two up
+// to 16 dividing both operands' addresses and leading dimensions in bytes), 256 threads each taking
+// every 256th copy in the order of global memory. ALIGN 16, 8, 4: cp.async of that many bytes
+// (16: .cg, cached in L2 only: the data is reused from shared memory, not L1). A copy that straddles
+// the end of the matrix's contiguous dimension reads only its valid bytes (src-size) and the rest of
+// its destination is zero-filled; one wholly outside (past k, or past m / n) reads nothing, from the
+// array's base address, and is zero-filled whole. The zeros in both operands make the padded k terms
+// exactly 0 (no 0 x garbage NaN). ALIGN 2 (cp.async copies 4 bytes at least): each copy is 8
+// two-byte loads (the missing ones 0) into registers and one 16-byte shared store; the loads of slice
+// kt + STAGES - 1 are issued before slice kt is computed and stored after it, so their latency still
+// hides behind the mma.
+// Shared memory, per stage (dynamic, STAGES * 2 * BK * (BM + BN) bytes, 1024-byte aligned):
+//   A: A_MN = 0: [BM][BK]   (rows of 64 bytes)       A_MN = 1: [BK][BM]   (rows of 256 bytes)
+//   B: B_MN = 0: [BN][BK]   (rows of 64 bytes)       B_MN = 1: [BK][BN]   (rows of 256 / 512 bytes)
+// always with the operand's global contiguous dimension contiguous, 16-byte chunks XOR-swizzled per
+// row (see swizzled() for why that is conflict-free for the copies and for ldmatrix).
+// Constraints: sm_80+; T bf16 or f16; BM = 128, BN = 128 or 256; m, n >= 1 (k = 0 stores zeros, though
+// asynccopy.gemm zeroes C itself then); the ALIGN the caller computed must hold for a, b, lda, ldb.
+// Run: asynccopy.gemm(a, b, kernel="mma") or `asynccopy bench gemm`.
+#include <asynccopy/ldgsts.cuh>
+#include <asynccopy/mma.cuh>
+#include <asynccopy/pipeline.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace ac = asynccopy;
+
+namespace {
+
+constexpr int BK = 32;       // k per stage: two mma k16 steps; a K-major row is 64 bytes
+constexpr int THREADS = 256;
+constexpr int WARPS_M = 2;   // the block's 8 warps as a 2 x 4 grid over the output tile
+constexpr int WARPS_N = 4;
+constexpr int GROUP_M = 8;   // tile-rows visited together (L2 reuse)
+
+template <class OutT>
+__device__ __forceinline__ OutT from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// Two adjacent outputs (x at the lower address) in one store.
+__device__ __forceinline__ void store_pair(float* p, float x, float y)
+{
+    *reinterpret_cast<float2*>(p) = make_float2(x, y);
+}
+__device__ __forceinline__ void store_pair(__nv_bfloat16* p, float x, float y)
+{
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
+}
+__device__ __forceinline__ void store_pair(__half* p, float x, float y)
+{
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
+}
+
+// Output tile `tile` of a tiles_m x tiles_n grid, visited in groups of GROUP_M tile-rows.
+__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn)
+{
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = tile / per_group * GROUP_M;
+    const int size_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const int in_group = tile % per_group;
+    tm = first_m + in_group % size_m;
+    tn = in_group / size_m;
+}
+
+// The byte offset of byte `col_byte` of row `row` in a shared tile of rows of ROW_BYTES bytes whose
+// 16-byte chunks are XOR-swizzled per row.
+// Why: shared memory serves a warp in 128-byte wavefronts over 32 four-byte banks, so eight 16-byte
+// accesses share one wavefront only if they fall in the eight different 16-byte bank groups
+// (address / 16 % 8). ldmatrix hands it one 8x8 matrix as eight 16-byte rows at the same column of
+// eight consecutive tile rows (8-aligned). Unswizzled, those land in 2 bank groups when rows are 64
+// bytes (a 4-way conflict) and in 1 when rows are whole 128-byte lines (8-way).
+//   ROW_BYTES = 64: chunk c of row r is stored as chunk c ^ (r / 2 % 4). Rows r and r ^ 1 share the
+//     128-byte line r / 2, so the bank group is 4 (r % 2) + (c ^ (r / 2 % 4)); over 8 consecutive rows
+//     (r % 2, r / 2 % 4) takes each of its 8 values once: 8 groups.
+//   ROW_BYTES % 128 == 0: chunk c of row r is stored as c ^ (r % 8) (its low three bits, so it stays in
+//     its 128-byte line): the bank group is (c ^ r) % 8, again 8 groups over 8 consecutive rows.
+// Both only permute the chunks inside each 128-byte line, so the copies, where consecutive threads
+// take consecutive chunks (or parts of chunks) of global memory in order, still cover the 8 bank
+// groups of a line once per 128 bytes: the writes are conflict-free too. The bytes inside a chunk keep
+// their order, so a copy of 4 or 8 bytes, or a row of an 8x8 matrix, stays contiguous.
+template <int ROW_BYTES>
+__device__ __forceinline__ int swizzled(int row, int col_byte)
+{
+    static_assert(ROW_BYTES == 64 || ROW_BYTES % 128 == 0, "rows of 64 bytes or of whole 128-byte lines");
+    if constexpr (ROW_BYTES == 64)
+        return row * 64 + (col_byte ^ ((row >> 1 & 3) << 4));
+    else
+        return row * ROW_BYTES + (col_byte ^ ((row & 7) << 4));
+}
+
+// One operand of the product (A: ROWS = BM along m; B: ROWS = BN along n): where its elements sit in
+// a stage, and the copies that bring a slice of BK k there.
+// The tile is [OUTER][INNER] two-byte elements, INNER the operand's contiguous dimension in global
+// memory, so every copy moves contiguous bytes to contiguous bytes:
+//   K-major  (A_MN = 0 / B_MN = 0): [ROWS][BK]  OUTER = m or n, INNER = k
+//   MN-major (A_MN = 1 / B_MN = 1): [BK][ROWS]  OUTER = k, INNER = m or n
+template <class T, int MN_MAJOR, int ROWS, int ALIGN>
+struct Operand {
+    static constexpr bool MN = MN_MAJOR;  // read with ldmatrix .trans
+    static constexpr int OUTER = MN_MAJOR ? BK : ROWS;
+    static constexpr int INNER = MN_MAJOR ? ROWS : BK;
+    static constexpr int ROW_BYTES = 2 * INNER;
+    static constexpr int TILE_BYTES = OUTER * ROW_BYTES;
+    static constexpr bool ASYNC = ALIGN >= 4;          // cp.async copies 4, 8 or 16 bytes
+    static constexpr int VEC = ASYNC ? ALIGN / 2 : 8;  // elements per copy (ALIGN 2: one 16-byte store)
+    static constexpr int PER_ROW = INNER / VEC;
+    static constexpr int COPIES = OUTER * PER_ROW / THREADS;  // per thread and slice
+    static_assert(sizeof(T) == 2 && OUTER * PER_ROW % THREADS == 0, "whole copies of two-byte elements per thread");
+    // Unrolled, each copy's global address and bounds are loop-invariant across slices, and the
+    // compiler keeps them live through the whole k loop, one set per copy: the 8 to 16 copies per
+    // operand of ALIGN 4 crowded out the accumulators (128 x 256 spilled). More than 4 copies (the
+    // small ones of ALIGN 8 and 4) run as a loop.
+    static constexpr int UNROLL = COPIES <= 4 ? COPIES : 1;
+
+    const T* g;      // the matrix
+    long long ld;    // elements between consecutive OUTER indices
+    int outer_n;     // the matrix's extent along OUTER (k, or m / n) ...
+    int inner_n;     // ... and along INNER
+    int mn0;         // the block's first row of A (m) or column of B (n)
+    uint4 staged[ASYNC ? 1 : COPIES];  // ALIGN 2: the next slice on its way through registers
+
+    // Element (mn, k) of the tile: its byte offset in the stage's tile.
+    __device__ __forceinline__ static int offset(int mn, int k)
+    {
+        return MN_MAJOR ? swizzled<ROW_BYTES>(k, 2 * mn) : swizzled<ROW_BYTES>(mn, 2 * k);
+    }
+
+    // This thread's copy j: tile row and first element, consecutive threads on consecutive copies.
+    __device__ __forceinline__ static void position(int j, int& row, int& col)
+    {
+        const int v = j * THREADS + static_cast<int>(threadIdx.x);
+        row = v / PER_ROW;
+        col = v % PER_ROW * VEC;
+    }
+
+    // The global source of copy (row, col) of slice kt and how many of its VEC elements are inside the
+    // matrix; none inside: the array's base (a valid address, nothing read).
+    __device__ __forceinline__ const T* source(int kt, int row, int col, int& valid) const
+    {
+        const int go = (MN_MAJOR ? kt * BK : mn0) + row;
+        const int gi = (MN_MAJOR ? mn0 : kt * BK) + col;
+        const int left = inner_n - gi;
+        valid = go < outer_n && left > 0 ? (left < VEC ? left : VEC) : 0;
+        return valid > 0 ? g + go * ld + gi : g;
+    }
+
+    // ALIGN >= 4: slice kt into `tile` by cp.async (the caller commits).
+    __device__ __forceinline__ void copy_async(unsigned char* tile, int kt) const
+    {
+#pragma unroll UNROLL
+        for (int j = 0; j < COPIES; ++j) {
+            int row, col, valid;
+            position(j, row, col);
+            const T* src = source(kt, row, col, valid);
+            ac::cp_async<ALIGN, ALIGN == 16>(tile + swizzled<ROW_BYTES>(row, 2 * col), src, 2u * valid);
+        }
+    }
+
+    // ALIGN 2: slice kt into registers (elements outside the matrix are 0) ...
+    __device__ __forceinline__ void fetch(int kt)
+    {
+#pragma unroll
+        for (int j = 0; j < COPIES; ++j) {
+            int row, col, valid;
+            position(j, row, col);
+            const unsigned short* src = reinterpret_cast<const unsigned short*>(source(kt, row, col, valid));
+            unsigned h[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) h[e] = e < valid ? src[e] : 0u;
+            staged[j] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        }
+    }
+
+    // ... and from registers into `tile`, in the layout cp.async would have written.
+    __device__ __forceinline__ void store(unsigned char* tile) const
+    {
+#pragma unroll
+        for (int j = 0; j < COPIES; ++j) {
+            int row, col;
+            position(j, row, col);
+            *reinterpret_cast<uint4*>(tile + swizzled<ROW_BYTES>(row, 2 * col)) = staged[j];
+        }
+    }
+
+    // Slice kt into `tile` now: cp.async (the caller commits), or loads and stores (ALIGN 2).
+    __device__ __forceinline__ void load(unsigned char* tile, int kt)
+    {
+        if constexpr (ASYNC) {
+            copy_async(tile, kt);
+        } else {
+            fetch(kt);
+            store(tile);
+        }
+    }
+};
+
+// One slice (BK = 32 k) of a warp's MI x NI mma tiles from the stage's tiles sa (A) and sb (B).
+// Lane l gives the row address of row l % 8 of matrix l / 8 of each ldmatrix .x4; (a_mn, a_k) and
+// (b_mn, b_k) are that row's first element in the warp's first 16 x 16 A and B (n 16 x k 16) blocks:
+//   A (m x k), matrices in the order of a0..a3: (m +0, k +0), (m +8, k +0), (m +0, k +8), (m +8, k +8)
+//   B (n x k), matrices in the order b0, b1 of n8 tile 2p, b0, b1 of tile 2p + 1:
+//              (n +0, k +0), (n +0, k +8), (n +8, k +0), (n +8, k +8)
+// A K-major matrix's rows run along k (row r at mn + r), an MN-major one's along m / n (row r at k + r,
+// read with .trans): see mma.cuh for why either arrives as the fragment mma expects.
+template <class Tag, class OpA, class OpB, int MI, int NI>
+__device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigned char* sa, const unsigned char* sb,
+                                          int a_mn, int a_k, int b_mn, int b_k)
+{
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+        unsigned fa[MI][4], fb[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const unsigned char* row = sa + OpA::offset(a_mn + 16 * mi, a_k + kk);
+            if constexpr (OpA::MN)
+                ac::ldmatrix_x4_trans(fa[mi], row);
+            else
+                ac::ldmatrix_x4(fa[mi], row);
+        }
+#pragma unroll
+        for (int p = 0; p < NI / 2; ++p) {
+            unsigned f[4];
+            const unsigned char* row = sb + OpB::offset(b_mn + 16 * p, b_k + kk);
+            if constexpr (OpB::MN)
+                ac::ldmatrix_x4_trans(f, row);
+            else
+                ac::ldmatrix_x4(f, row);
+            fb[2 * p][0] = f[0];
+            fb[2 * p][1] = f[1];
+            fb[2 * p + 1][0] = f[2];
+            fb[2 * p + 1][1] = f[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], fa[mi], fb[ni]);
+    }
+}
+
+}  // namespace
+
+template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_mma(const T* __restrict__ a, long long lda, const T* __restrict__ b, long long ldb,
+             OutT* __restrict__ c, long long ldc, int m, int n, int k)
+{
+    static_assert(BM == 128 && (BN == 128 || BN == 256), "tiles of 128 x 128 or 128 x 256");
+    static_assert(ALIGN == 16 || ALIGN == 8 || ALIGN == 4 || ALIGN == 2, "ALIGN is 16, 8, 4 or 2 bytes");
+    static_assert(STAGES >= 1, "a pipeline has at least one stage");
+    using Tag = typename ac::MmaType<T>::tag;
+    using OpA = Operand<T, A_MN, BM, ALIGN>;
+    using OpB = Operand<T, B_MN, BN, ALIGN>;
+    constexpr bool ASYNC = OpA::ASYNC;
+    constexpr int STAGE_BYTES = OpA::TILE_BYTES + OpB::TILE_BYTES;  // 2 * BK * (BM + BN)
+    constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;             // a warp's piece: 64 x 32 or 64 x 64
+    constexpr int MI = WM / 16, NI = WN / 8;
+    static_assert(WARPS_M * WARPS_N * 32 == THREADS && NI % 2 == 0, "8 warps; B fragments in pairs of n8 tiles");
+
+    // [STAGES][A tile | B tile], each as Operand describes: bf16 / f16, 16-byte chunks XOR-swizzled per row
+    unsigned char* smem = ac::dynamic_smem<unsigned char>();
+
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    int tm, tn;
+    tile_coords(static_cast<int>(blockIdx.x), tiles_m, tiles_n, tm, tn);
+    OpA opa{a, lda, A_MN ? k : m, A_MN ? m : k, tm * BM, {}};
+    OpB opb{b, ldb, B_MN ? k : n, B_MN ? n : k, tn * BN, {}};
+
+    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int mat = lane / 8, r = lane % 8;  // this lane addresses row r of ldmatrix matrix `mat`
+    const int a_mn = wm * WM + 8 * (mat & 1) + (A_MN ? 0 : r), a_k = 8 * (mat >> 1) + (A_MN ? r : 0);
+    const int b_mn = wn * WN + 8 * (mat >> 1) + (B_MN ? 0 : r), b_k = 8 * (mat & 1) + (B_MN ? r : 0);
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.0f;
+
+    const int slices = (k + BK - 1) / BK;
+    if constexpr (STAGES == 1) {
+#pragma unroll 1
+        for (int kt = 0; kt < slices; ++kt) {
+            opa.load(smem, kt);
+            opb.load(smem + OpA::TILE_BYTES, kt);
+            if constexpr (ASYNC) {
+                ac::commit_group();
+                ac::wait_group<0>();
+            }
+            __syncthreads();  // every thread's copies are in place and visible
+            mma_slice<Tag, OpA, OpB>(acc, smem, smem + OpA::TILE_BYTES, a_mn, a_k, b_mn, b_k);
+            __syncthreads();  // every warp has read the stage before the next slice overwrites it
+        }
+    } else {
+#pragma unroll 1
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < slices) {
+                opa.load(smem + s * STAGE_BYTES, s);
+                opb.load(smem + s * STAGE_BYTES + OpA::TILE_BYTES, s);
+            }
+            if constexpr (ASYNC) ac::commit_group();  // one group per slice index, empty past the last
+        }
+#pragma unroll 1
+        for (int kt = 0; kt < slices; ++kt) {
+            // Groups committed so far: one per slice 0 .. kt + STAGES - 2; all but the newest STAGES - 2
+            // landed means slice kt's did.
+            if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+            // Slice kt from every thread is visible, and every warp has finished slice kt - 1, whose
+            // stage the copies below refill.
+            __syncthreads();
+            const int next = kt + STAGES - 1;
+            unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
+            if (next < slices) {
+                if constexpr (ASYNC) {
+                    opa.copy_async(refill, next);
+                    opb.copy_async(refill + OpA::TILE_BYTES, next);
+                } else {
+                    opa.fetch(next);
+                    opb.fetch(next);
+                }
+            }
+            // Reached by every thread, converged, whether or not it copied: cp.async groups are counted
+            // per thread, and the wait above needs exactly one group per slice index in every thread.
+            if constexpr (ASYNC) ac::commit_group();
+            const unsigned char* stage = smem + ac::stage_of<STAGES>(kt) * STAGE_BYTES;
+            mma_slice<Tag, OpA, OpB>(acc, stage, stage + OpA::TILE_BYTES, a_mn, a_k, b_mn, b_k);
+            if constexpr (!ASYNC) {
+                // The registers into slice kt - 1's stage, which no warp reads until slice `next`; the
+                // barrier at the top of the next iteration publishes them.
+                if (next < slices) {
+                    opa.store(refill);
+                    opb.store(refill + OpA::TILE_BYTES);
+                }
+            }
+        }
+        if constexpr (ASYNC) ac::wait_all();  // only empty groups remain; nothing in flight at exit
+    }
+
+    // The accumulators to C: acc[mi][ni] is the mma tile at rows 16 mi, columns 8 ni of the warp's
+    // piece; c0, c1 at (g, 2q), (g, 2q + 1) and c2, c3 eight rows below (g = lane / 4, q = lane % 4).
+    const int row0 = tm * BM + wm * WM + lane / 4;
+    const int col0 = tn * BN + wn * WN + 2 * (lane % 4);
+    // col0 is even: two adjacent outputs are one aligned store where c and ldc allow it
+    const bool pairs = ((reinterpret_cast<unsigned long long>(c) |
+                         static_cast<unsigned long long>(ldc) * sizeof(OutT)) % (2 * sizeof(OutT))) == 0;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 16 * mi + 8 * h;
+            if (row >= m) continue;
+            OutT* crow = c + row * ldc;
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                const int col = col0 + 8 * ni;
+                const float x = acc[mi][ni][2 * h], y = acc[mi][ni][2 * h + 1];
+                if (pairs && col + 1 < n) {
+                    store_pair(crow + col, x, y);
+                } else {
+                    if (col < n) crow[col] = from_float<OutT>(x);
+                    if (col + 1 < n) crow[col + 1] = from_float<OutT>(y);
+                }
+            }
+        }
+}

@@ -1,0 +1,277 @@
+// gemm_wgmma.cu — C = A x B on Hopper (sm_90a): TMA tensor loads into a STAGES-deep ring of shared-
+// memory stages, wgmma straight from shared memory, warp specialization, a persistent grid.
+//
+// What: C [m x n] (row-major, leading dimension ldc, bf16 / f16 / f32) = A [m x k] x B [k x n], A and B
+// bf16 or f16, accumulated in f32. Either operand may be K-major or MN-major in memory:
+//   A_MN = 0: A row-major (k contiguous)         A_MN = 1: A column-major (m contiguous: a transposed view)
+//   B_MN = 0: B column-major (k contiguous:      B_MN = 1: B row-major (n contiguous)
+//             x @ w.T with w row-major [n x k])
+// How: a block is 3 warpgroups. Warpgroup 0 is the producer: its thread 0 walks the block's output
+// tiles and their BK-deep slices of k, waits for a free stage (empty[s]), announces the stage's bytes
+// on full[s] and issues the TMA loads (128B swizzle; boxes hanging off the matrices come back zero-
+// filled, so any m, n, k work). Warpgroups 1 and 2 are consumers: each owns 64 rows of the BM = 128-row
+// tile and all its BN columns; per stage it waits on full[s], issues BK / 16 wgmma m64nBNk16 from
+// shared memory, waits for them, and hands the stage back (one arrival per consumer warp on empty[s]).
+// After a tile's last slice each consumer writes its accumulators to C (masked at the edges) while
+// the producer already loads the next tile. setmaxnreg moves registers from the producer (40) to the
+// consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
+// blocks share A and B tiles in L2.
+// Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
+//   A: A_MN = 0: [BM][BK]          (rows of 64 k = 128 bytes)
+//      A_MN = 1: [BM / 64][BK][64] (panels of 64 m, one per consumer)
+//   B: B_MN = 0: [BN][BK]
+//      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
+// Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128); A_MN = 1: dims (m, k),
+// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); all 128B swizzle.
+// Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
+// Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
+#include <asynccopy/mbarrier.cuh>
+#include <asynccopy/pipeline.cuh>
+#include <asynccopy/tma.cuh>
+#include <asynccopy/wgmma.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace ac = asynccopy;
+using u64 = unsigned long long;
+
+namespace {
+
+constexpr int BM = 128;           // rows of an output tile: 64 per consumer warpgroup
+constexpr int BK = 64;            // k per stage: one 128-byte swizzle span of 2-byte elements
+constexpr int CONSUMERS = 2;      // consumer warpgroups
+constexpr int GROUP_M = 8;        // tile-rows visited together (L2 reuse)
+constexpr int PRODUCER_REGS = 40;
+constexpr int CONSUMER_REGS = 232;
+
+template <class OutT>
+struct Pair;  // two adjacent outputs, stored as one
+template <>
+struct Pair<__nv_bfloat16> {
+    using type = __nv_bfloat162;
+};
+template <>
+struct Pair<__half> {
+    using type = __half2;
+};
+template <class OutT>
+using OutT2 = typename Pair<OutT>::type;
+
+template <class OutT>
+__device__ __forceinline__ OutT from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+constexpr int EPI_BUF = 64 * 128;  // bytes of one staging buffer of C: 64 rows of 128 bytes
+
+// Register i of consumer thread t (0..127) after m64nNk16 holds C row 16 (t / 32) + (t % 32) / 4 + 8 ((i >> 1) & 1),
+// column 8 (i >> 2) + 2 (t % 4) + (i & 1) of the warpgroup's 64 x N block: pairs (i, i + 1) are adjacent.
+
+// C written straight from the registers, masked at the edges: pairs of columns in one store where the
+// alignment allows (ALIGN: bytes dividing C's address and row pitch).
+template <class OutT, int BN, int ALIGN>
+__device__ __forceinline__ void store_direct(const float (&acc)[BN / 2], OutT* c, long long ldc, int m, int n,
+                                             int row0, int col0, int t)
+{
+    const int lane = t % 32;
+    const int r = row0 + 16 * (t / 32) + lane / 4;
+    const int cbase = col0 + 2 * (lane % 4);
+    constexpr bool PAIRS = ALIGN >= 2 * int(sizeof(OutT));
+#pragma unroll
+    for (int i = 0; i < BN / 2; i += 2) {
+        const int row = r + 8 * ((i >> 1) & 1);
+        const int col = cbase + 8 * (i >> 2);
+        if (row >= m) continue;
+        OutT* p = c + static_cast<long long>(row) * ldc + col;
+        if (PAIRS && col + 1 < n) {
+            if constexpr (sizeof(OutT) == 4) {
+                *reinterpret_cast<float2*>(p) = make_float2(acc[i], acc[i + 1]);
+            } else {
+                OutT2<OutT> v;
+                v.x = from_float<OutT>(acc[i]);
+                v.y = from_float<OutT>(acc[i + 1]);
+                *reinterpret_cast<OutT2<OutT>*>(p) = v;
+            }
+        } else {
+            if (col < n) p[0] = from_float<OutT>(acc[i]);
+            if (col + 1 < n) p[1] = from_float<OutT>(acc[i + 1]);
+        }
+    }
+}
+
+// C through shared memory and TMA stores: the warpgroup's 64 x BN block goes out in chunks of 64 rows x
+// 128 bytes, each written into one of two 128B-swizzled staging buffers (the swizzle makes the eight
+// rows a warp writes land in eight different 16-byte bank groups) and stored by one thread while the
+// warpgroup fills the other buffer. The TMA store clips the box at the matrix edges.
+template <class OutT, int BN>
+__device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::TensorMap* map_c,
+                                          unsigned char* staging, int col0, int row0, int t, int w,
+                                          unsigned& stores)
+{
+    constexpr int CW = 128 / int(sizeof(OutT));  // columns per chunk
+    constexpr int PER = CW / 2;                  // registers per chunk: CW / 8 column groups x 2 rows x 2
+    const int lane = t % 32;
+    const int rr = 16 * (t / 32) + lane / 4;     // rows rr and rr + 8 of the block
+#pragma unroll
+    for (int chunk = 0; chunk < BN / CW; ++chunk, ++stores) {
+        unsigned char* buf = staging + (stores % 2) * EPI_BUF;
+        if (t == 0) ac::bulk_wait_group_read<1>();  // the store that last read this buffer is done reading
+        ac::named_barrier_sync(1 + w, 128);
+#pragma unroll
+        for (int j = 0; j < PER; j += 2) {
+            const int i = chunk * PER + j;
+            const int row = rr + 8 * ((j >> 1) & 1);
+            const int byte = (8 * (j >> 2) + 2 * (lane % 4)) * int(sizeof(OutT));  // within the 128-byte row
+            unsigned char* p = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+            if constexpr (sizeof(OutT) == 4) {
+                *reinterpret_cast<float2*>(p) = make_float2(acc[i], acc[i + 1]);
+            } else {
+                OutT2<OutT> v;
+                v.x = from_float<OutT>(acc[i]);
+                v.y = from_float<OutT>(acc[i + 1]);
+                *reinterpret_cast<OutT2<OutT>*>(p) = v;
+            }
+        }
+        ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
+        ac::named_barrier_sync(1 + w, 128);
+        if (t == 0) {
+            const int at[2] = {col0 + chunk * CW, row0};
+            ac::tensor_store<2>(map_c, at, buf);
+            ac::bulk_commit_group();
+        }
+    }
+}
+
+// Output tile `tile` of a tiles_m x tiles_n grid, visited in groups of GROUP_M tile-rows.
+__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn)
+{
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = tile / per_group * GROUP_M;
+    const int size_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const int in_group = tile % per_group;
+    tm = first_m + in_group % size_m;
+    tn = in_group / size_m;
+}
+
+}  // namespace
+
+template <class T, class OutT, int BM_, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    gemm_wgmma(const __grid_constant__ ac::TensorMap map_a, const __grid_constant__ ac::TensorMap map_b,
+               const __grid_constant__ ac::TensorMap map_c, OutT* __restrict__ c, int m, int n, int k,
+               long long ldc)
+{
+    static_assert(BM_ == BM, "tiles of 128 rows: 64 per consumer warpgroup");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles of 64, 128 or 256 columns");
+    using Tag = typename ac::WgmmaType<T>::tag;
+    constexpr int A_ELEMS = BM * BK;  // per stage
+    constexpr int B_ELEMS = BN * BK;
+    constexpr unsigned STAGE_BYTES = 2u * (A_ELEMS + B_ELEMS);
+    constexpr unsigned PANEL_BYTES = 2u * BK * 64;  // one [BK][64] panel of an MN-major operand
+    // [STAGES][A_ELEMS + B_ELEMS] two-byte elements, 128B-swizzled; every stage 1024-byte aligned
+    unsigned short* smem = ac::dynamic_smem<unsigned short>();
+    __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
+    static_assert(STAGES <= 32 && (STAGE_BYTES % 1024) == 0, "stages of whole 1024-byte swizzle repeats");
+    if (threadIdx.x < STAGES) {
+        ac::mbarrier_init(&full[threadIdx.x], 1);                   // the producer's arrive_expect_tx
+        ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS);      // one arrival per consumer warp
+        ac::fence_barrier_init();
+    }
+    __syncthreads();
+    const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    const int tiles = tiles_m * tiles_n;
+    const int k_blocks = (k + BK - 1) / BK;
+    const int warpgroup = threadIdx.x / 128;
+
+    if (warpgroup == 0) {  // the producer
+        ac::setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x != 0) return;
+        u64 it = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int tm, tn;
+            tile_coords(tile, tiles_m, tiles_n, tm, tn);
+            for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+                const int s = ac::stage_of<STAGES>(it);
+                ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
+                ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
+                unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
+                unsigned short* b = a + A_ELEMS;
+                if (A_MN == 0) {
+                    const int at[2] = {kb * BK, tm * BM};
+                    ac::tensor_load<2>(a, &map_a, at, &full[s]);
+                } else {
+#pragma unroll
+                    for (int p = 0; p < BM / 64; ++p) {
+                        const int at[2] = {tm * BM + 64 * p, kb * BK};
+                        ac::tensor_load<2>(a + p * BK * 64, &map_a, at, &full[s]);
+                    }
+                }
+                if (B_MN == 0) {
+                    const int at[2] = {kb * BK, tn * BN};
+                    ac::tensor_load<2>(b, &map_b, at, &full[s]);
+                } else {
+#pragma unroll
+                    for (int p = 0; p < BN / 64; ++p) {
+                        const int at[2] = {tn * BN + 64 * p, kb * BK};
+                        ac::tensor_load<2>(b + p * BK * 64, &map_b, at, &full[s]);
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    // the consumers: warpgroup w = 0, 1 computes rows 64w .. 64w + 63 of each tile
+    ac::setmaxnreg_inc<CONSUMER_REGS>();
+    const int w = warpgroup - 1;
+    const int t = threadIdx.x % 128, lane = t % 32;
+    // [CONSUMERS][2][64][128 bytes] OutT, 128B-swizzled: each consumer's two staging buffers of C for
+    // the TMA stores, after the stages
+    unsigned char* staging = reinterpret_cast<unsigned char*>(smem + STAGES * (A_ELEMS + B_ELEMS)) + w * 2 * EPI_BUF;
+    float acc[BN / 2];
+    u64 it = 0;
+    unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm, tn;
+        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        int prev = -1;  // the stage whose wgmma group is still in flight
+        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+            const int s = ac::stage_of<STAGES>(it);
+            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
+            const unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
+            const unsigned short* b = a + A_ELEMS;
+            ac::accumulator_fence(acc);
+            ac::wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                const u64 da = A_MN == 0 ? ac::make_desc_k_major(a + w * 64 * BK + kk * 16)
+                                         : ac::make_desc_mn_major(a + w * BK * 64 + kk * 16 * 64, PANEL_BYTES);
+                const u64 db = B_MN == 0 ? ac::make_desc_k_major(b + kk * 16)
+                                         : ac::make_desc_mn_major(b + kk * 16 * 64, PANEL_BYTES);
+                ac::Wgmma<BN, Tag>::template mma<A_MN, B_MN>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
+            }
+            ac::wgmma_commit();
+            // keep this slice's products in flight; the previous slice's are done, so its stage is free
+            ac::wgmma_wait<1>();
+            ac::accumulator_fence(acc);
+            if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
+            prev = s;
+        }
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc);
+        if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
+        const int row0 = tm * BM + 64 * w;
+        if constexpr (ALIGN == 16)
+            store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
+        else
+            store_direct<OutT, BN, ALIGN>(acc, c, ldc, m, n, row0, tn * BN, t);
+    }
+    if constexpr (ALIGN == 16) {
+        if (t == 0) ac::bulk_wait_group<0>();  // the staging buffers stay alive until the last store is done
+    }
+}

@@ -1,0 +1,120 @@
+"""kernels/gemm_mma.cu without a GPU: every axis of the mma GEMM (arch, dtypes, tile, operand majors,
+alignment, stages) compiles to the instructions of its design (LDGSTS of the alignment's width, LDSM
+with .trans where an operand is MN-major, HMMA.16816 of the input type) and without a spill."""
+
+import itertools
+import re
+
+import pytest
+
+import asynccopy
+from asynccopy import device, matmul
+from asynccopy.matmul import GemmConfig
+
+A100 = device.lookup("A100-40GB")
+ARCHS = ("sm_80", "sm_90a")
+TILES = ((128, 128), (128, 256))
+DTYPES = (("bfloat16", "bfloat16"), ("float16", "float16"), ("bfloat16", "float32"), ("float16", "float32"),
+          ("bfloat16", "float16"))
+MAJORS = ((False, False), (False, True), (True, False), (True, True))
+ALIGNS = (16, 8, 4, 2)
+STAGES = (1, 2, 4)
+# the cp.async each alignment compiles to (ALIGN 2 has none: cp.async copies 4 bytes at least)
+LDGSTS = {16: "LDGSTS.E.BYPASS.128.ZFILL", 8: "LDGSTS.E.64.ZFILL", 4: "LDGSTS.E.ZFILL"}
+
+
+def _configs():
+    """Every (majors, alignment) pair on each arch; tile, dtypes and stages rotate so that each arch
+    sees every value of every axis, and each (arch, alignment) both tiles."""
+    out = []
+    for x, arch in enumerate(ARCHS):
+        for i, ((a_mn, b_mn), align) in enumerate(itertools.product(MAJORS, ALIGNS)):
+            tile = TILES[(i // len(ALIGNS) + i + x) % 2]
+            dtype, out_dtype = DTYPES[(i + 2 * x) % len(DTYPES)]
+            stages = STAGES[(i + x) % len(STAGES)]
+            out.append((arch, GemmConfig("mma", dtype, out_dtype, tile, stages, a_mn, b_mn, align)))
+    return out
+
+
+CONFIGS = _configs()
+
+
+def test_the_configurations_cover_every_value_of_every_axis():
+    for arch in ARCHS:
+        cfgs = [cfg for a, cfg in CONFIGS if a == arch]
+        assert {c.tile for c in cfgs} == set(TILES)
+        assert {(c.dtype, c.out_dtype) for c in cfgs} == set(DTYPES)
+        assert {(c.a_mn, c.b_mn) for c in cfgs} == set(MAJORS)
+        assert {c.align for c in cfgs} == set(ALIGNS)
+        assert {c.stages for c in cfgs} == set(STAGES)
+        assert {(c.align, c.tile) for c in cfgs} == set(itertools.product(ALIGNS, TILES))
+
+
+def _id(case):
+    arch, c = case
+    return (f"{arch}-{c.dtype}-{c.out_dtype}-{c.tile[0]}x{c.tile[1]}-a{int(c.a_mn)}b{int(c.b_mn)}-al{c.align}"
+            f"-s{c.stages}")
+
+
+@pytest.mark.parametrize("case", CONFIGS, ids=_id)
+def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
+    arch, cfg = case
+    module = cfg.compile(arch)
+    sass = module.sass()
+    claimed = [op for op in cfg.record.sass if op != "LDGSTS" or cfg.align != 2]
+    for op in claimed:
+        assert op in sass, f"no {op} in {cfg.name_expression()} ({arch})"
+    # the copies: cp.async of exactly the alignment's width, or (ALIGN 2) loads and 16-byte shared stores
+    widths = set(re.findall(r"LDGSTS[.A-Z0-9]*", sass))
+    if cfg.align == 2:
+        assert not widths and "STS.128" in sass, widths
+    else:
+        assert widths == {LDGSTS[cfg.align]}, widths
+    # ldmatrix: .trans (MT88) exactly where an operand is MN-major, plain (M88) where one is K-major
+    assert ("LDSM.16.MT88.4" in sass) == (cfg.a_mn or cfg.b_mn)
+    assert ("LDSM.16.M88.4" in sass) == (not cfg.a_mn or not cfg.b_mn)
+    # the mma of the input type: f16 prints without a type suffix
+    hmma = set(re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass))
+    assert hmma == {"HMMA.16816.F32.BF16" if cfg.dtype == "bfloat16" else "HMMA.16816.F32"}, hmma
+    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+    assert cfg.smem_bytes + cfg.record.smem_reserve <= A100.smem_per_block_optin
+
+
+def test_the_record_launches_what_the_kernel_assumes():
+    rec = matmul.KERNELS["mma"]
+    assert (rec.operands, rec.threads, rec.bk, rec.persistent) == ("pointers", 256, 32, False)
+    assert rec.tiles == TILES
+    # dynamic shared memory = STAGES * 2 * BK * (BM + BN): one [BM][BK] and one [BN][BK] tile per stage
+    assert GemmConfig("mma", "float16", "float16", (128, 256), 3, False, True, 8).smem_bytes == 3 * 2 * 32 * 384
+    name = GemmConfig("mma", "bfloat16", "float32", (128, 128), 2, True, False, 4).name_expression()
+    assert name == "gemm_mma<__nv_bfloat16, float, 128, 128, 2, 1, 0, 4>"
+
+
+BOTH_HEADERS = r"""
+#include <asynccopy/{first}.cuh>
+#include <asynccopy/{second}.cuh>
+namespace ac = asynccopy;
+extern "C" __global__ void both(const unsigned short* in, float* out) {{
+    __shared__ __align__(16) unsigned short s[4 * 64];
+    for (int i = threadIdx.x; i < 4 * 64; i += 32) s[i] = in[i];
+    __syncwarp();
+    unsigned a[4], b[4];
+    ac::ldmatrix_x4(a, s + 8 * threadIdx.x);
+    ac::ldmatrix_x4_trans(b, s + 8 * threadIdx.x);
+    const unsigned bb[2] = {{b[0], b[1]}};
+    float d[4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    ac::mma_m16n8k16<ac::MmaType<__half>::tag>(d, a, bb);
+    ac::mma_m16n8k16<ac::MmaType<__nv_bfloat16>::tag>(d, a, bb);
+    for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = d[i];
+}}
+"""
+
+
+@pytest.mark.parametrize("order", [("mma", "wgmma"), ("wgmma", "mma")])
+def test_mma_and_wgmma_headers_share_a_translation_unit(order):
+    # mma.cuh only declares the Bf16 / F16 tags that wgmma.cuh defines: either include order compiles
+    source = BOTH_HEADERS.format(first=order[0], second=order[1])
+    sass = asynccopy.compile(source, arch="sm_90a", name="both_headers").sass()
+    assert "LDSM.16.M88.4" in sass and "LDSM.16.MT88.4" in sass
+    assert "HMMA.16816.F32.BF16" in sass and re.search(r"HMMA\.16816\.F32 ", sass)

@@ -1,0 +1,130 @@
+"""asynccopy.matmul without a GPU: every GEMM configuration compiles for sm_90a with the instructions
+its record claims and no spill; the checks name what is wrong before anything runs."""
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from asynccopy import device, matmul
+from asynccopy.errors import ArgumentError
+from asynccopy.matmul import GemmConfig, Matrix
+
+H200 = device.lookup("H200")
+A100 = device.lookup("A100-40GB")
+
+
+def _m(rows, cols, *, dtype="bfloat16", row_major=True, lead=None, ptr=1 << 30):
+    lead = lead if lead is not None else (cols if row_major else rows)
+    return Matrix(None, ptr, rows, cols, lead if row_major else 1, 1 if row_major else lead, dtype, 0)
+
+
+CONFIGS = [GemmConfig("wgmma", dt, out, (128, bn), 4 if bn == 256 else 6, a_mn, b_mn, align)
+           for dt, out, align in (("bfloat16", "bfloat16", 16), ("float16", "float16", 4), ("bfloat16", "float32", 16),
+                                  ("float16", "float32", 2))
+           for bn in (128, 256) for a_mn in (False, True) for b_mn in (False, True)]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.dtype}-{c.out_dtype}-n{c.tile_n}-a{int(c.a_mn)}b{int(c.b_mn)}-al{c.align}")
+def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
+    module = cfg.compile("sm_90a")
+    sass = module.sass()
+    for op in cfg.record.sass + ("USETMAXREG",):
+        assert op in sass, f"no {op} in {cfg.name_expression()}"
+    assert ("UTMASTG" in sass) == (cfg.align == 16), "C leaves through TMA stores exactly when it is 16-byte aligned"
+    # f16 inputs print as HGMMA.64xNx16.F32 (no input type), bf16 as ...F32.BF16
+    assert re.search(rf"HGMMA\.64x{cfg.tile_n}x16\.F32{'.BF16' if cfg.dtype == 'bfloat16' else ' '}", sass)
+    # the transposes: an MN-major operand is read with the transpose flag
+    hgmma = [line for line in sass.splitlines() if "HGMMA" in line]
+    assert all(("tnspA" in line) == cfg.a_mn and ("tnspB" in line) == cfg.b_mn for line in hgmma), hgmma[:2]
+    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
+    assert cfg.smem_bytes + 2048 <= H200.smem_per_block_optin
+
+
+def test_wgmma_needs_the_arch_specific_hopper_target():
+    cfg = CONFIGS[0]
+    for arch in ("sm_90", "sm_80"):
+        with pytest.raises(ArgumentError, match=rf"GEMM kernel 'wgmma' needs sm_90a.*got {arch}"):
+            cfg.compile(arch)
+
+
+def test_operands_are_checked_against_each_other():
+    a, b = _m(64, 32), _m(32, 16)
+    assert matmul.check_operands(a, b, None) == "bfloat16"
+    assert matmul.check_operands(a, b, "fp32") == "float32"
+    with pytest.raises(ArgumentError, match=r"a and b must have one dtype, got bfloat16 and float16"):
+        matmul.check_operands(a, _m(32, 16, dtype="float16"), None)
+    with pytest.raises(ArgumentError, match=r"inner dimensions differ"):
+        matmul.check_operands(a, _m(31, 16), None)
+    with pytest.raises(ArgumentError, match=r"a must be one of bfloat16, float16, float32, got float64"):
+        matmul.check_operands(_m(64, 32, dtype="float64"), _m(32, 16, dtype="float64"), None)
+    with pytest.raises(ArgumentError, match=r"wgmma takes bfloat16, float16, not float32"):
+        matmul.configure(_m(64, 32, dtype="float32"), _m(32, 16, dtype="float32"), "float32", H200, kernel="wgmma")
+    with pytest.raises(ArgumentError, match=r"out_dtype must be one of bfloat16, float16, float32, got int8"):
+        matmul.check_operands(a, b, "int8")
+
+
+def test_configuration_defaults_and_limits():
+    a, b = _m(1000, 512), _m(512, 3000)
+    cfg = matmul.configure(a, b, "bfloat16", H200)
+    assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 4, False, True)
+    narrow = matmul.configure(a, _m(512, 100, row_major=False, lead=512), "bfloat16", H200)
+    # 6 stages of 32 KiB + 32 KiB of C staging + 2 KiB fit 227 KiB; a 7th does not
+    assert (narrow.tile_n, narrow.stages, narrow.b_mn) == (128, 6, False)
+    with pytest.raises(ArgumentError, match=r"5 stages of 48 KiB \(tile 128 x 256\) do not fit .* at most 4"):
+        matmul.configure(a, b, "bfloat16", H200, stages=5)
+    with pytest.raises(ArgumentError, match=r"takes tiles 128x128, 128x256; tile=96 names none"):
+        matmul.configure(a, b, "bfloat16", H200, tile=96)
+    with pytest.raises(ArgumentError, match=r"unknown GEMM kernel .dma.; choose one of: wgmma, mma, simt"):
+        matmul.configure(a, b, "bfloat16", H200, kernel="dma")
+
+
+def test_a_kernel_that_cannot_take_the_operands_says_why():
+    a, b = _m(64, 30), _m(30, 16)  # a's rows are 60 bytes apart: no TMA
+    with pytest.raises(ArgumentError, match=r"wgmma a's leading dimension 30 x 2 bytes is not a multiple of 16"):
+        matmul.configure(a, b, "bfloat16", H200, kernel="wgmma")
+    with pytest.raises(ArgumentError, match=r"wgmma needs compute capability 9.0; A100-40GB is 8.0"):
+        matmul.configure(_m(64, 32), _m(32, 16), "bfloat16", A100, kernel="wgmma")
+    with pytest.raises(ArgumentError, match=r"b's data pointer 0x40000008 is not 16-byte aligned"):
+        matmul.configure(_m(64, 32), _m(32, 16, ptr=(1 << 30) + 8), "bfloat16", H200, kernel="wgmma")
+    one_row = _m(1, 30)  # a single row's stride is never used
+    assert matmul.why_not(matmul.KERNELS["wgmma"], one_row, _m(30, 16, row_major=False, lead=32), H200) is None
+    with pytest.raises(ArgumentError, match=r"no GEMM kernel can take these operands here: wgmma takes bfloat16, "
+                                            r"float16, not float64; mma takes .*; simt takes float32, not float64"):
+        matmul.configure(_m(64, 32, dtype="float64"), _m(32, 16, dtype="float64"), "float64", H200)
+
+
+def test_the_first_kernel_that_can_take_the_operands_is_chosen():
+    # TMA where it can; the LDGSTS kernel where a stride or the GPU rules TMA out; CUDA cores for float32
+    assert matmul.configure(_m(64, 32), _m(32, 16), "bfloat16", H200).kernel == "wgmma"
+    fallback = matmul.configure(_m(64, 30), _m(30, 16), "bfloat16", H200)
+    assert (fallback.kernel, fallback.align) == ("mma", 4)  # 60-byte rows: 4-byte copies
+    assert matmul.configure(_m(64, 32), _m(32, 16), "bfloat16", A100).kernel == "mma"
+    odd = matmul.configure(_m(64, 31), _m(31, 16), "float16", H200)
+    assert (odd.kernel, odd.align) == ("mma", 2)
+    f32 = matmul.configure(_m(64, 32, dtype="float32"), _m(32, 16, dtype="float32"), "float32", H200)
+    assert (f32.kernel, f32.tile, f32.align) == ("simt", (64, 64), 16)
+    assert matmul.configure(_m(300, 32, dtype="float32"), _m(32, 300, dtype="float32"), "float32",
+                            H200).tile == (128, 128)
+
+
+def test_layouts_name_their_majors():
+    assert _m(8, 16).row_major and not _m(8, 16, row_major=False).row_major
+    assert _m(8, 16, row_major=False, lead=24).lead == 24
+    cfg = replace(CONFIGS[0], stages=3)
+    assert cfg.name_expression() == "gemm_wgmma<__nv_bfloat16, __nv_bfloat16, 128, 128, 3, 0, 0, 16>"
+
+
+def test_a_vector_is_called_the_layout_whose_elements_are_adjacent():
+    # the transposed view of a row [1, k] is a column [k, 1] with unit row stride: column-major, so its
+    # tensor map runs along k and the (unused) leading dimension never reaches TMA
+    col = Matrix(None, 1 << 30, 64, 1, 1, 64, "bfloat16", 0)
+    assert not col.row_major and matmul.why_not(matmul.KERNELS["wgmma"], _m(1, 64), col, H200) is None
+    # a column cut out of a row-major matrix (row stride 8): row-major, one element per row
+    assert Matrix(None, 1 << 30, 64, 1, 8, 1, "bfloat16", 0).row_major
+    # a column with a row stride of 3 elements: row-major with 6-byte rows, which TMA cannot take
+    bad = Matrix(None, 1 << 30, 64, 1, 3, 1, "bfloat16", 0)
+    assert "leading dimension 3 x 2 bytes" in matmul.why_not(matmul.KERNELS["wgmma"], _m(1, 64), bad, H200)
+    assert Matrix(None, 1 << 30, 1, 64, 64, 1, "bfloat16", 0).row_major
+    assert not Matrix(None, 1 << 30, 1, 64, 1, 8, "bfloat16", 0).row_major
