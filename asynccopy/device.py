@@ -79,6 +79,7 @@ class DeviceFacts:
     latency_source: str
     device_id: int = -1  # -1: not a live device (a table entry)
     tensor_tflops: float = 0.0  # dense bf16 / f16 with f32 accumulation, datasheet (0: unknown)
+    fp32_tflops: float = 0.0  # FFMA on the CUDA cores, datasheet (0: unknown)
 
     @property
     def arch(self) -> str:
@@ -112,7 +113,7 @@ class DeviceFacts:
             if "bandwidth" not in values:
                 ref = _table_entry_for(str(values["name"]))
                 values.update(bandwidth=ref.bandwidth, latency_ns=ref.latency_ns, latency_source=ref.latency_source,
-                              tensor_tflops=ref.tensor_tflops)
+                              tensor_tflops=ref.tensor_tflops, fp32_tflops=ref.fp32_tflops)
             return DeviceFacts(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise ArgumentError(f"not a device description: {exc}") from None
@@ -123,9 +124,10 @@ def _cccl(bytes_per_sm: int, sms: int, bandwidth: float) -> float:
 
 
 def _entry(name, cc, sms, smem_sm, smem_block, threads, blocks, l2, bandwidth, latency, source,
-           tflops=0.0) -> DeviceFacts:
+           tflops=(0.0, 0.0)) -> DeviceFacts:
+    """tflops: the datasheet's (dense bf16 tensor, fp32 FFMA) rates."""
     return DeviceFacts(name, cc, sms, smem_sm, smem_block, 65536, threads, blocks, l2, bandwidth, latency, source,
-                       tensor_tflops=tflops)
+                       tensor_tflops=tflops[0], fp32_tflops=tflops[1])
 
 
 KNOWN: dict[str, DeviceFacts] = {
@@ -133,19 +135,19 @@ KNOWN: dict[str, DeviceFacts] = {
     for d in (
         _entry("V100", (7, 0), 80, 96 * KiB, 96 * KiB, 2048, 32, 6 << 20, 900e9, 600.0, "assumed (no CCCL figure)"),
         _entry("A100-40GB", (8, 0), 108, 164 * KiB, 163 * KiB, 2048, 32, 40 << 20, 1555e9,
-               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM", 312.0),
+               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM", (312.0, 19.5)),
         _entry("A100-80GB", (8, 0), 108, 164 * KiB, 163 * KiB, 2048, 32, 40 << 20, 2039e9,
-               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM (on the 40 GB part)", 312.0),
+               _cccl(16 * KiB, 108, 1555e9), "CCCL: 16 KiB per SM (on the 40 GB part)", (312.0, 19.5)),
         _entry("H100-SXM", (9, 0), 132, 228 * KiB, 227 * KiB, 2048, 32, 50 << 20, 3350e9,
-               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM", 989.4),
+               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM", (989.4, 66.9)),
         _entry("H100-PCIe", (9, 0), 114, 228 * KiB, 227 * KiB, 2048, 32, 50 << 20, 2000e9,
-               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM (on the SXM part)", 756.5),
+               _cccl(32 * KiB, 132, 3350e9), "CCCL: 32 KiB per SM (on the SXM part)", (756.5, 51.2)),
         _entry("H200", (9, 0), 132, 228 * KiB, 227 * KiB, 2048, 32, 60 << 20, 4800e9,
-               _cccl(48 * KiB, 132, 4800e9), "CCCL: 48 KiB per SM", 989.4),
+               _cccl(48 * KiB, 132, 4800e9), "CCCL: 48 KiB per SM", (989.4, 66.9)),
         _entry("L40S", (8, 9), 142, 100 * KiB, 99 * KiB, 1536, 24, 96 << 20, 864e9, 1000.0, "assumed (no CCCL figure)",
-               362.1),
+               (362.1, 91.6)),
         _entry("RTX4090", (8, 9), 128, 100 * KiB, 99 * KiB, 1536, 24, 72 << 20, 1008e9, 1000.0,
-               "assumed (no CCCL figure)", 165.2),
+               "assumed (no CCCL figure)", (165.2, 82.6)),
     )
 }
 
@@ -227,6 +229,7 @@ def current(device_id: int | None = None) -> DeviceFacts:
             latency_source=ref.latency_source,
             device_id=dev.device_id,
             tensor_tflops=ref.tensor_tflops,
+            fp32_tflops=ref.fp32_tflops,
         )
     except DeviceError:
         raise

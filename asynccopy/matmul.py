@@ -19,11 +19,11 @@ import numpy as np
 from . import arrays, build, device
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
+from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 DTYPES = ("bfloat16", "float16", "float32")
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
-_ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,14 @@ class GemmKernel:
 
     def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2) -> int:
         return max(0, (smem_limit - self.smem_reserve - self.epilogue_bytes) // self.stage_bytes(tile, itemsize))
+
+    def default_tile(self, n: int) -> tuple[int, int]:
+        """The narrowest tile that covers n columns, else the widest."""
+        return next((t for t in self.tiles if t[1] >= n), self.tiles[-1])
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE[dtype]
 
 
 KERNELS: dict[str, GemmKernel] = {
@@ -109,7 +117,10 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.record.stage_bytes(self.tile, _ITEMSIZE[self.dtype]) + self.record.epilogue_bytes
+        """Dynamic shared memory of a launch: the stages, C's staging and, for TMA's 1024-byte-aligned
+        stages, 1024 bytes of slack to align them in."""
+        slack = 1024 if self.record.operands == "tma" else 0
+        return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + self.record.epilogue_bytes + slack
 
     def compile(self, arch: str | None = None) -> build.Module:
         target = device.parse_arch(arch) if arch is not None else device.current().arch
@@ -120,72 +131,6 @@ class GemmConfig:
                                 f"got {target}")
         return build.compile(build.read_kernel(self.record.source), arch=target,
                              name_expressions=(self.name_expression(),), name=self.record.template)
-
-
-# ---------------------------------------------------------------------------------------------
-# Operands
-
-
-@dataclass
-class Matrix:
-    """A checked 2D CUDA array: where it is, its shape, its element strides and which way it is major."""
-
-    obj: object
-    ptr: int
-    rows: int
-    cols: int
-    row_stride: int  # elements
-    col_stride: int
-    dtype: str
-    device_id: int
-
-    @property
-    def row_major(self) -> bool:
-        """Rows contiguous. A vector is both layouts; it is called the one whose elements are adjacent,
-        so that a column [k, 1] with unit row stride (a transposed row) is column-major, not a matrix
-        of one-element rows."""
-        if self.cols == 1 and self.rows > 1:
-            return self.row_stride != 1
-        return self.col_stride == 1 or self.cols == 1
-
-    @property
-    def lead(self) -> int:
-        """The leading dimension: the stride of the non-contiguous index."""
-        return self.row_stride if self.row_major else self.col_stride
-
-
-def _dtype_name(smv) -> str:
-    try:
-        name = np.dtype(smv.dtype).name
-    except TypeError:
-        name = str(smv.dtype)
-    return {"bf16": "bfloat16", "half": "float16"}.get(name, name)
-
-
-def matrix(obj, name: str, *, stream) -> Matrix:
-    """``obj`` as a 2D CUDA matrix, row-major or column-major (a transposed view), else ArgumentError."""
-    from cuda.core.utils import StridedMemoryView
-
-    arrays.check_device_array(obj, name)
-    try:
-        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=int(stream.handle) or 1)
-    except Exception as exc:
-        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
-    if not smv.is_device_accessible or smv.device_id < 0:
-        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
-    shape = tuple(smv.shape)
-    if len(shape) != 2:
-        raise ArgumentError(f"{name} must be a 2D matrix, got {len(shape)} dimensions (shape {shape})")
-    rows, cols = shape
-    strides = tuple(smv.strides) if smv.strides is not None else (cols, 1)
-    m = Matrix(obj, smv.ptr, rows, cols, strides[0], strides[1], _dtype_name(smv), smv.device_id)
-    if rows > 1 and cols > 1 and m.col_stride != 1 and m.row_stride != 1:
-        raise ArgumentError(f"{name} must be row-major or column-major (a transposed view); got element strides "
-                            f"{strides} for shape {shape}")
-    if rows > 1 and cols > 1 and m.lead < (cols if m.row_major else rows):
-        raise ArgumentError(f"{name}'s leading dimension {m.lead} is shorter than its "
-                            f"{'rows' if m.row_major else 'columns'} ({cols if m.row_major else rows}): overlapping")
-    return m
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -204,24 +149,6 @@ def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
     return out_dtype
 
 
-def _align(*values: int) -> int:
-    """The largest power of two up to 16 dividing every value."""
-    align = 16
-    for value in values:
-        while value % align:
-            align //= 2
-    return align
-
-
-def alignment(*mats: Matrix) -> int:
-    """The largest power of two up to 16 bytes dividing every operand's address and leading dimension."""
-    values = []
-    for mtx in mats:
-        outer = mtx.rows if mtx.row_major else mtx.cols
-        values += [mtx.ptr, mtx.lead * _ITEMSIZE[mtx.dtype] if outer > 1 else 16]
-    return _align(*values)
-
-
 # ---------------------------------------------------------------------------------------------
 # Choosing a configuration
 
@@ -237,7 +164,7 @@ def why_not(kernel: GemmKernel, a: Matrix, b: Matrix, facts) -> str | None:
     for name, mtx in (("a", a), ("b", b)):
         if mtx.ptr % 16:
             return f"{name}'s data pointer {mtx.ptr:#x} is not 16-byte aligned (TMA)"
-        size = _ITEMSIZE[mtx.dtype]
+        size = ITEMSIZE[mtx.dtype]
         if (mtx.lead * size) % 16 and (mtx.rows if mtx.row_major else mtx.cols) > 1:
             return (f"{name}'s leading dimension {mtx.lead} x {size} bytes is not a multiple of 16 "
                     f"(TMA global strides)")
@@ -248,7 +175,7 @@ def _tile(rec: GemmKernel, tile, n: int) -> tuple[int, int]:
     """The caller's tile ((BM, BN), or BN where one tile has it) checked against the record, or the
     default: the narrowest tile that covers n columns, else the widest."""
     if tile is None:
-        return next((t for t in rec.tiles if t[1] >= n), rec.tiles[-1])
+        return rec.default_tile(n)
     names = ", ".join(f"{bm}x{bn}" for bm, bn in rec.tiles)
     if isinstance(tile, (tuple, list)):
         if len(tile) != 2:
@@ -278,7 +205,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         raise ArgumentError("no GEMM kernel can take these operands here: "
                             + "; ".join(f"{name} {why}" for name, why in reasons.items()))
     rec = KERNELS[usable[0]]
-    size = _ITEMSIZE[a.dtype]
+    size = ITEMSIZE[a.dtype]
     bm, bn = _tile(rec, tile, b.cols)
     fit = min(rec.max_stages((bm, bn), facts.smem_per_block_optin, size), rec.max_stages_default)
     if stages is None:
@@ -310,7 +237,7 @@ def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_out
 
     from . import tensormap
 
-    size = _ITEMSIZE[dtype]
+    size = ITEMSIZE[dtype]
     if outer == 1:
         lead = -(-inner * size // 16) * 16 // size  # one row: its stride is never used, but must be legal
     spec = tensormap.TensorMapSpec(dtype, (inner, outer), (lead * size,), (box_inner, box_outer), swizzle="128B",
@@ -343,8 +270,8 @@ def launch(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, strea
     if rec.operands == "tma":
         map_a = _operand_map(a, 64, 64) if cfg.a_mn else _operand_map(a, bm, rec.bk)
         map_b = _operand_map(b, 64, 64) if cfg.b_mn else _operand_map(b, bn, rec.bk)
-        size = _ITEMSIZE[cfg.out_dtype]
-        cfg = replace(cfg, align=_align(c_ptr, ldc * size if m > 1 else 16))
+        size = ITEMSIZE[cfg.out_dtype]
+        cfg = replace(cfg, align=align(c_ptr, ldc * size if m > 1 else 16))
         # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
         map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if cfg.align == 16 else map_a
         args = (map_a, map_b, map_c, c_ptr, np.int32(m), np.int32(n), np.int32(k), np.int64(ldc))

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from ..buffers import Scratch, hold
 from ..device import DeviceFacts
 
-
 HOLD_LIMIT_S = 0.2  # the longest head start given to the host (util.cu, hold)
 
 

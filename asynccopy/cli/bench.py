@@ -82,7 +82,8 @@ def _add_gemm(suites) -> None:
 
     p = suites.add_parser("gemm", help="GEMM kernels against cuBLAS and a Triton matmul (PyTorch needed)")
     p.add_argument("--shapes", type=_shapes, default=gemm_bench.DEFAULT_SHAPES, help="comma-separated MxNxK")
-    p.add_argument("--dtype", default="bfloat16", help="bfloat16 or float16")
+    p.add_argument("--dtype", default="bfloat16",
+                   help="bfloat16, float16, or float32 (simt against cuBLAS with TF32 off)")
     p.add_argument("--kernels", type=common.names, default=None, help="asynccopy GEMM kernels (default: all)")
     p.add_argument("--stages", type=common.ints, default=None, help="sweep these stage counts")
     p.add_argument("--reps", type=int, default=20)
@@ -238,9 +239,7 @@ def cmd_gemm(args) -> int:
             check_int(d, "each GEMM dimension", 1, 1 << 20)
     if args.dtype not in matmul.DTYPES:
         raise AsyncCopyError(f"--dtype must be one of {', '.join(matmul.DTYPES)}, got {args.dtype!r}")
-    for name in args.kernels or ():
-        if name not in matmul.KERNELS:
-            raise AsyncCopyError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(matmul.KERNELS)}")
+    gemm_bench.kernels_for(args.dtype, args.kernels)  # names a kernel that is unknown or takes another dtype
     for st in args.stages or ():
         check_int(st, "each of --stages", 1, 32)
     if args.png:

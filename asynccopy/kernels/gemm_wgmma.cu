@@ -173,8 +173,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     constexpr int B_ELEMS = BN * BK;
     constexpr unsigned STAGE_BYTES = 2u * (A_ELEMS + B_ELEMS);
     constexpr unsigned PANEL_BYTES = 2u * BK * 64;  // one [BK][64] panel of an MN-major operand
-    // [STAGES][A_ELEMS + B_ELEMS] two-byte elements, 128B-swizzled; every stage 1024-byte aligned
-    unsigned short* smem = ac::dynamic_smem<unsigned short>();
+    // [STAGES][A_ELEMS + B_ELEMS] two-byte elements, 128B-swizzled; every stage 1024-byte aligned (the
+    // launch gives 1024 bytes of slack, so the start is rounded up here whatever the static shared
+    // memory before it)
+    unsigned char* base = ac::dynamic_smem<unsigned char>();
+    unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
     static_assert(STAGES <= 32 && (STAGE_BYTES % 1024) == 0, "stages of whole 1024-byte swizzle repeats");
     if (threadIdx.x < STAGES) {

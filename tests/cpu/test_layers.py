@@ -15,7 +15,7 @@ LAYERS = [
     ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "matmul",
                     "attention", "sanitize"]),
     ("model", ["model"]),
-    ("runtime", ["build", "toolchain", "arrays", "buffers", "plotting"]),
+    ("runtime", ["build", "toolchain", "arrays", "matrix", "buffers", "plotting"]),
     ("device", ["device", "dtypes"]),
     ("errors", ["errors"]),
 ]

@@ -25,7 +25,11 @@ CONFIGS = [GemmConfig("wgmma", dt, out, (128, bn), 4 if bn == 256 else 6, a_mn, 
            for bn in (128, 256) for a_mn in (False, True) for b_mn in (False, True)]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.dtype}-{c.out_dtype}-n{c.tile_n}-a{int(c.a_mn)}b{int(c.b_mn)}-al{c.align}")
+def _id(c):
+    return f"{c.dtype}-{c.out_dtype}-n{c.tile_n}-a{int(c.a_mn)}b{int(c.b_mn)}-al{c.align}"
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
 def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
     module = cfg.compile("sm_90a")
     sass = module.sass()

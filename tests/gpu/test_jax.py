@@ -46,3 +46,17 @@ def test_tma_box_load_of_a_jax_array(jnp, rng):
     want = np.zeros((16, 64), np.uint16)
     want[:8] = host[32:]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_gemm_of_jax_arrays(jnp, rng, dtype):
+    import jax
+
+    a = jnp.asarray(rng.standard_normal((300, 200)).astype(np.float32)).astype(dtype)
+    b = jnp.sin(jnp.asarray(rng.standard_normal((200, 136)).astype(np.float32))).astype(dtype)  # still running
+    c = asynccopy.gemm(a, b)
+    assert isinstance(c, jax.Array) and c.dtype == a.dtype and c.shape == (300, 136)
+    d = np.asarray((c * 2).astype(jnp.float32)) / 2  # JAX reads the result at once, on its own stream
+    ref = np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64)
+    tol = {"bfloat16": 8e-3, "float16": 1.5e-3, "float32": 2e-5}[dtype]
+    assert np.linalg.norm(d - ref) / np.linalg.norm(ref) < tol

@@ -1,17 +1,23 @@
-"""asynccopy.gemm on the GPU against float64: random and edge shapes, all four layouts (each operand
-row-major or a transposed view), bf16 and f16 in, bf16 / f16 / f32 out, outputs poisoned first."""
+"""asynccopy.gemm on the GPU against float64: every kernel, random and edge shapes, all four layouts (each
+operand row-major or a transposed view), every operand alignment the kernels take, bf16 / f16 / f32 in,
+bf16 / f16 / f32 out, outputs poisoned first, PyTorch and CuPy arrays on side streams."""
 
 import numpy as np
 import pytest
 
 import asynccopy
-
-pytestmark = pytest.mark.cc(9, 0)
+from asynccopy import matmul
+from tests.gpu.conftest import require_cc
 
 # (m, k, n): ones, edges of the 128 x 256 x 64 tiles, odd sizes, long and skinny
 SHAPES = [(1, 1, 1), (1, 64, 1), (7, 13, 5), (128, 64, 256), (129, 65, 257), (300, 1000, 200), (1000, 17, 999),
           (2048, 512, 1024), (64, 4096, 64), (3000, 200, 130)]
-TOL = {"bfloat16": 8e-3, "float16": 1.5e-3, "float32": 2e-5}  # rounding of C; f32 accumulation below that
+# ||C - C64|| / ||C64||: the rounding of C to its dtype, f32 accumulation far below it
+TOL = {"bfloat16": 8e-3, "float16": 1.5e-3, "float32": 2e-5}
+# (kernel, input dtype, out_dtype)
+KERNELS = [("wgmma", "bfloat16", None), ("wgmma", "float16", None), ("wgmma", "bfloat16", "float32"),
+           ("mma", "bfloat16", None), ("mma", "float16", "float32"), ("simt", "float32", None),
+           ("simt", "float32", "bfloat16")]
 
 
 @pytest.fixture(scope="module")
@@ -22,70 +28,118 @@ def torch():
     return torch
 
 
-def _operand(torch, rows, cols, column_major, dtype, rng):
-    """A [rows, cols] CUDA matrix whose leading dimension is padded to 8 elements (TMA's 16 bytes), as a
-    row-major array or as the transposed view of one; and its exact values in float64."""
+def _operand(torch, rows, cols, column_major, dtype, *, pad=8, offset=0):
+    """A [rows, cols] CUDA matrix: a row-major array, or the transposed view of one (column-major), whose
+    leading dimension is its contiguous extent rounded up to ``pad`` elements and whose first element
+    sits ``offset`` elements into its allocation; and its exact values in float64."""
     inner, outer = (rows, cols) if column_major else (cols, rows)
-    padded = -(-inner // 8) * 8
-    store = torch.randn(outer, padded, device="cuda").to(dtype)
-    view = store[:, :inner]
+    padded = -(-inner // pad) * pad
+    store = torch.randn(outer * padded + offset, device="cuda").to(dtype)
+    view = store[offset:].view(outer, padded)[:, :inner]
     t = view.T if column_major else view
     return t, t.double().cpu().numpy()
 
 
-@pytest.mark.parametrize("m, k, n", SHAPES)
-@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])  # a, b: n = row-major, t = a transposed view
-@pytest.mark.parametrize("dtype, out_dtype", [("bfloat16", None), ("float16", None), ("bfloat16", "float32")])
-def test_gemm_matches_float64(torch, rng, m, k, n, layout, dtype, out_dtype):
+def _check(torch, kernel, m, k, n, layout, dtype, out_dtype, *, pad=8, offset=0, ldc_pad=0, **kw):
     tdt = getattr(torch, dtype)
-    torch.manual_seed(int(rng.integers(1 << 31)))
-    a, ha = _operand(torch, m, k, layout[0] == "t", tdt, rng)
-    b, hb = _operand(torch, k, n, layout[1] == "t", tdt, rng)
+    a, ha = _operand(torch, m, k, layout[0] == "t", tdt, pad=pad, offset=offset)
+    b, hb = _operand(torch, k, n, layout[1] == "t", tdt, pad=pad, offset=offset)
     out_name = out_dtype or dtype
-    out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_name))
-    got = asynccopy.gemm(a, b, out=out, out_dtype=out_dtype)
+    store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_name))
+    out = store[:, :n]
+    got = asynccopy.gemm(a, b, out=out, out_dtype=out_dtype, kernel=kernel, **kw)
     assert got is out
     c = out.double().cpu().numpy()
-    ref = ha @ hb
     assert not np.isnan(c).any(), f"{np.isnan(c).sum()} of {m * n} outputs never written"
+    if ldc_pad:
+        assert store[:, n:].isnan().all().item(), "wrote past the last column"
+    ref = ha @ hb
     err = np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-30)
     assert err < TOL[out_name], f"relative error {err:.2e}"
 
 
-def test_gemm_returns_a_new_array_of_the_callers_kind_on_its_stream(torch):
-    a = torch.randn(300, 256, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(256, 520, device="cuda", dtype=torch.bfloat16)
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        c = asynccopy.gemm(a, b)
-    s.synchronize()
-    assert isinstance(c, torch.Tensor) and c.dtype == torch.bfloat16 and tuple(c.shape) == (300, 520)
-    ref = a.double() @ b.double()
-    assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["bfloat16"]
+@pytest.mark.parametrize("m, k, n", SHAPES)
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])  # a, b: n = row-major, t = a transposed view
+@pytest.mark.parametrize("kernel, dtype, out_dtype", KERNELS)
+def test_gemm_matches_float64(torch, facts, kernel, dtype, out_dtype, m, k, n, layout):
+    require_cc(facts, matmul.KERNELS[kernel].min_cc)
+    _check(torch, kernel, m, k, n, layout, dtype, out_dtype)
 
 
-@pytest.mark.parametrize("stages, tile", [(1, 128), (2, 256), (3, 128), (7, 128)])
-def test_every_stage_count_and_tile_computes_the_same_product(torch, stages, tile):
-    a = torch.randn(515, 700, device="cuda", dtype=torch.float16)[:, :693]
-    b = torch.randn(693, 384, device="cuda", dtype=torch.float16)
-    c = asynccopy.gemm(a, b, stages=stages, tile=tile, out_dtype="float32")
-    ref = a.double() @ b.double()
-    assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["float32"]
+# operands whose addresses and leading dimensions are 2, 4 or 8 bytes aligned: the LDGSTS kernels copy
+# narrower (mma down to two-byte loads), the TMA kernel refuses them; C 2 or 4 bytes aligned: wgmma
+# stores it from registers, not through TMA
+@pytest.mark.parametrize("pad, offset", [(1, 0), (2, 1), (4, 2), (8, 4)])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("kernel, dtype", [("mma", "float16"), ("simt", "float32")])
+def test_narrow_alignments(torch, facts, kernel, dtype, pad, offset, layout):
+    _check(torch, kernel, 131, 77, 67, layout, dtype, None, pad=pad, offset=offset, ldc_pad=3)
 
 
-def test_k_zero_gives_zeros(torch):
-    a = torch.empty(5, 0, device="cuda", dtype=torch.bfloat16)
-    b = torch.empty(0, 7, device="cuda", dtype=torch.bfloat16)
-    out = torch.full((5, 7), float("nan"), device="cuda", dtype=torch.bfloat16)
-    asynccopy.gemm(a, b, out=out)
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("ldc_pad", [1, 2, 8])
+def test_wgmma_stores_c_of_any_alignment(torch, ldc_pad):
+    _check(torch, "wgmma", 200, 192, 136, "nt", "bfloat16", None, ldc_pad=ldc_pad)
+
+
+@pytest.mark.parametrize("kernel, dtype", [("wgmma", "float16"), ("mma", "bfloat16"), ("simt", "float32")])
+def test_every_stage_count_and_tile_computes_the_same_product(torch, facts, kernel, dtype):
+    rec = matmul.KERNELS[kernel]
+    require_cc(facts, rec.min_cc)
+    size = 4 if dtype == "float32" else 2
+    for tile in rec.tiles:
+        fit = min(rec.max_stages(tile, facts.smem_per_block_optin, size), 8)
+        for stages in sorted({1, 2, 3, fit}):
+            _check(torch, kernel, 515, 693, 384, "nn", dtype, "float32", stages=stages, tile=tile)
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma", "simt"])
+def test_k_zero_gives_zeros(torch, facts, kernel):
+    rec = matmul.KERNELS[kernel]
+    require_cc(facts, rec.min_cc)
+    dt = getattr(torch, rec.dtypes[0])
+    a = torch.empty(5, 0, device="cuda", dtype=dt)
+    b = torch.empty(0, 7, device="cuda", dtype=dt)
+    out = torch.full((5, 7), float("nan"), device="cuda", dtype=dt)
+    asynccopy.gemm(a, b, out=out, kernel=kernel)
     assert (out == 0).all()
 
 
-def test_cupy_half(rng):
+def test_torch_on_a_side_stream_gets_a_new_array_of_its_kind(torch):
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        a = torch.randn(300, 256, device="cuda", dtype=torch.bfloat16)  # made on s, not yet finished
+        w = torch.randn(520, 256, device="cuda", dtype=torch.bfloat16)
+        c = asynccopy.gemm(a, w.T)
+        d = c.float() * 2  # read on s at once: gemm must have run on s
+    s.synchronize()
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.bfloat16 and tuple(c.shape) == (300, 520)
+    ref = a.double() @ w.double().T
+    assert ((d.double() / 2 - ref).norm() / ref.norm()).item() < TOL["bfloat16"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_cupy_on_a_side_stream(rng, dtype):
     cp = pytest.importorskip("cupy")
-    a = cp.asarray(rng.standard_normal((200, 136)).astype(np.float16))
-    b = cp.asarray(rng.standard_normal((136, 72)).astype(np.float16))
-    c = asynccopy.gemm(a, b)
-    assert isinstance(c, cp.ndarray) and c.dtype == cp.float16
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        a = cp.asarray(rng.standard_normal((200, 136)).astype(dtype))
+        b = cp.asarray(rng.standard_normal((72, 136)).astype(dtype)).T  # column-major
+        c = asynccopy.gemm(a, b)
+        d = c * 2
+    s.synchronize()
+    assert isinstance(c, cp.ndarray) and c.dtype == np.dtype(dtype)
     ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b).astype(np.float64)
-    assert np.linalg.norm(cp.asnumpy(c) - ref) / np.linalg.norm(ref) < TOL["float16"]
+    assert np.linalg.norm(cp.asnumpy(d) / 2 - ref) / np.linalg.norm(ref) < TOL[dtype]
+
+
+def test_a_kernel_asked_for_by_name_that_cannot_take_the_operands_says_why(torch):
+    a = torch.randn(64, 30, device="cuda", dtype=torch.bfloat16)  # rows 60 bytes apart: no TMA
+    b = torch.randn(30, 16, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(asynccopy.ArgumentError, match=r"wgmma a's leading dimension 30 x 2 bytes"):
+        asynccopy.gemm(a, b, kernel="wgmma")
+    with pytest.raises(asynccopy.ArgumentError, match=r"simt takes float32, not bfloat16"):
+        asynccopy.gemm(a, b, kernel="simt")
+    c = asynccopy.gemm(a, b)  # the default falls back to the LDGSTS kernel
+    ref = a.double() @ b.double()
+    assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["bfloat16"]

@@ -25,8 +25,8 @@ def test_rows_are_relative_to_the_same_shapes_cublas():
 @pytest.mark.parametrize("argv, message", [
     (["--shapes", "64x64"], r"a GEMM shape is MxNxK, got '64x64'"),
     (["--shapes", "0x64x64"], r"each GEMM dimension must be in \[1, 1048576\], got 0"),
-    (["--dtype", "float32"], r"--dtype must be one of bfloat16, float16, got 'float32'"),
-    (["--kernels", "mma"], r"unknown GEMM kernel 'mma'; choose one of: wgmma"),
+    (["--dtype", "int8"], r"--dtype must be one of bfloat16, float16, float32, got 'int8'"),
+    (["--kernels", "dma"], r"unknown GEMM kernel 'dma'; choose one of: wgmma, mma, simt"),
     (["--stages", "0"], r"each of --stages must be in \[1, 32\], got 0"),
 ])
 def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, capsys):
