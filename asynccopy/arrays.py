@@ -150,14 +150,17 @@ class Output:
     ptr: int
     obj: object
     jax: bool = False
+    jax_dtype: str | None = None  # the dtype JAX gets when the buffer travels under another (bfloat16 as uint16)
 
     def finish(self, stream):
         if not self.jax:
             return self.obj
+        import jax
         import jax.numpy as jnp
 
         stream.sync()  # JAX reads on its own streams: the result must be complete before handover
-        return jnp.from_dlpack(self.obj)
+        arr = jnp.from_dlpack(self.obj)
+        return jax.lax.bitcast_convert_type(arr, self.jax_dtype) if self.jax_dtype else arr
 
 
 def output(out, src: DeviceArray, *, stream) -> Output:
@@ -190,9 +193,12 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     from cuda.core import Device
     from cuda.core.utils import StridedMemoryView
 
+    jax = kind in ("jax", "jaxlib")
+    # DLPack (cuda.core's export) has no bfloat16: JAX gets the bits as uint16 and reinterprets them
+    bits = jax and src.dtype.name == "bfloat16"
     buf = Device(src.device_id).allocate(max(src.size, 1) * src.dtype.itemsize, stream=stream)
-    smv = StridedMemoryView.from_buffer(buf, shape=src.shape, dtype=src.dtype)
-    return Output(int(smv.ptr), smv, jax=kind in ("jax", "jaxlib"))
+    smv = StridedMemoryView.from_buffer(buf, shape=src.shape, dtype=np.dtype(np.uint16) if bits else src.dtype)
+    return Output(int(smv.ptr), smv, jax=jax, jax_dtype="bfloat16" if bits else None)
 
 
 def to_host(ptr: int, nbytes: int, stream) -> np.ndarray:

@@ -55,6 +55,7 @@ class GemmKernel:
     smem_reserve: int = 2048  # static shared memory beside the dynamic stages (barriers, alignment slack)
     epilogue_bytes: int = 0  # dynamic shared memory after the stages (staging of C)
     max_stages_default: int = 8
+    narrow_tiles: tuple[tuple[int, int], ...] | None = None  # the tiles it takes under 16-byte alignment
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
@@ -62,9 +63,15 @@ class GemmKernel:
     def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2) -> int:
         return max(0, (smem_limit - self.smem_reserve - self.epilogue_bytes) // self.stage_bytes(tile, itemsize))
 
-    def default_tile(self, n: int) -> tuple[int, int]:
+    def tiles_for(self, align: int = 16) -> tuple[tuple[int, int], ...]:
+        """The tiles it takes at this operand alignment: under 16 bytes the narrower copies need more
+        registers, and a pointer kernel's widest tile would spill."""
+        return self.tiles if align >= 16 or self.narrow_tiles is None else self.narrow_tiles
+
+    def default_tile(self, n: int, align: int = 16) -> tuple[int, int]:
         """The narrowest tile that covers n columns, else the widest."""
-        return next((t for t in self.tiles if t[1] >= n), self.tiles[-1])
+        tiles = self.tiles_for(align)
+        return next((t for t in tiles if t[1] >= n), tiles[-1])
 
 
 def itemsize(dtype: str) -> int:
@@ -81,8 +88,8 @@ KERNELS: dict[str, GemmKernel] = {
                    epilogue_bytes=2 * 2 * 64 * 128),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
-                   "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 32,
-                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers"),
+                   "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
+                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers", narrow_tiles=((128, 128),)),
         GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
                    "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
                    ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers"),
@@ -159,8 +166,8 @@ def why_not(kernel: GemmKernel, a: Matrix, b: Matrix, facts) -> str | None:
         return f"needs compute capability {kernel.min_cc[0]}.{kernel.min_cc[1]}; {facts.name} is {facts.cc[0]}.{facts.cc[1]}"
     if a.dtype not in kernel.dtypes:
         return f"takes {', '.join(kernel.dtypes)}, not {a.dtype}"
-    if kernel.operands != "tma":
-        return None
+    if kernel.operands != "tma" or 0 in (a.rows, a.cols, b.cols):
+        return None  # pointers take any strides; an empty product launches nothing
     for name, mtx in (("a", a), ("b", b)):
         if mtx.ptr % 16:
             return f"{name}'s data pointer {mtx.ptr:#x} is not 16-byte aligned (TMA)"
@@ -171,23 +178,25 @@ def why_not(kernel: GemmKernel, a: Matrix, b: Matrix, facts) -> str | None:
     return None
 
 
-def _tile(rec: GemmKernel, tile, n: int) -> tuple[int, int]:
+def _tile(rec: GemmKernel, tile, n: int, align: int) -> tuple[int, int]:
     """The caller's tile ((BM, BN), or BN where one tile has it) checked against the record, or the
     default: the narrowest tile that covers n columns, else the widest."""
     if tile is None:
-        return rec.default_tile(n)
-    names = ", ".join(f"{bm}x{bn}" for bm, bn in rec.tiles)
+        return rec.default_tile(n, align)
+    tiles = rec.tiles_for(align)
+    names = ", ".join(f"{bm}x{bn}" for bm, bn in tiles)
+    under = f" with operands {align}-byte aligned" if tiles != rec.tiles else ""
     if isinstance(tile, (tuple, list)):
         if len(tile) != 2:
             raise ArgumentError(f"tile is (rows, columns), got {tile}")
         want = (check_int(tile[0], "tile rows", 1), check_int(tile[1], "tile columns", 1))
-        if want not in rec.tiles:
-            raise ArgumentError(f"kernel {rec.name!r} takes tiles {names}, got {want[0]}x{want[1]}")
+        if want not in tiles:
+            raise ArgumentError(f"kernel {rec.name!r} takes tiles {names}{under}, got {want[0]}x{want[1]}")
         return want
     bn = check_int(tile, "tile", 1)
-    match = [t for t in rec.tiles if t[1] == bn]
+    match = [t for t in tiles if t[1] == bn]
     if len(match) != 1:
-        raise ArgumentError(f"kernel {rec.name!r} takes tiles {names}; tile={bn} "
+        raise ArgumentError(f"kernel {rec.name!r} takes tiles {names}{under}; tile={bn} "
                             f"{'names none' if not match else 'is ambiguous: pass (rows, columns)'}")
     return match[0]
 
@@ -206,7 +215,8 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
                             + "; ".join(f"{name} {why}" for name, why in reasons.items()))
     rec = KERNELS[usable[0]]
     size = ITEMSIZE[a.dtype]
-    bm, bn = _tile(rec, tile, b.cols)
+    align = alignment(a, b) if rec.operands == "pointers" else 16
+    bm, bn = _tile(rec, tile, b.cols, align)
     fit = min(rec.max_stages((bm, bn), facts.smem_per_block_optin, size), rec.max_stages_default)
     if stages is None:
         stages = fit
@@ -215,8 +225,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes((bm, bn), size) // 1024} KiB (tile {bm} x {bn}) "
                             f"do not fit the {facts.smem_per_block_optin // 1024} KiB of shared memory a block may use; "
                             f"at most {fit}")
-    return GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major,
-                      alignment(a, b) if rec.operands == "pointers" else 16)
+    return GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 // blocks, visited in groups of GROUP_M tile-rows so that concurrently running blocks share A and B
 // tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a 64 x (BN / 4) piece of the tile: MI x NI
 // = 4 x 4 (BN = 128) or 4 x 8 (BN = 256) mma tiles of 16 x 8, MI * NI * 4 f32 accumulators per thread.
-// k is walked in slices of BK = 32 through STAGES shared-memory stages (group_pipeline.cuh's protocol,
+// k is walked in slices of BK = 64 through STAGES shared-memory stages (group_pipeline.cuh's protocol,
 // written out: this kernel has no trace buffer): the first STAGES - 1 slices are copied ahead; for
 // slice kt every thread waits for its own copies of it (wait_group<STAGES - 2>), a barrier makes
 // everyone's visible and proves slice kt - 1 fully read, the copies of slice kt + STAGES - 1 go into
@@ -32,8 +32,8 @@
 // kt + STAGES - 1 are issued before slice kt is computed and stored after it, so their latency still
 // hides behind the mma.
 // Shared memory, per stage (dynamic, STAGES * 2 * BK * (BM + BN) bytes, 1024-byte aligned):
-//   A: A_MN = 0: [BM][BK]   (rows of 64 bytes)       A_MN = 1: [BK][BM]   (rows of 256 bytes)
-//   B: B_MN = 0: [BN][BK]   (rows of 64 bytes)       B_MN = 1: [BK][BN]   (rows of 256 / 512 bytes)
+//   A: A_MN = 0: [BM][BK]   (rows of 128 bytes)      A_MN = 1: [BK][BM]   (rows of 256 bytes)
+//   B: B_MN = 0: [BN][BK]   (rows of 128 bytes)      B_MN = 1: [BK][BN]   (rows of 256 / 512 bytes)
 // always with the operand's global contiguous dimension contiguous, 16-byte chunks XOR-swizzled per
 // row (see swizzled() for why that is conflict-free for the copies and for ldmatrix).
 // Constraints: sm_80+; T bf16 or f16; BM = 128, BN = 128 or 256; m, n >= 1 (k = 0 stores zeros, though
@@ -50,7 +50,7 @@ namespace ac = asynccopy;
 
 namespace {
 
-constexpr int BK = 32;       // k per stage: two mma k16 steps; a K-major row is 64 bytes
+constexpr int BK = 64;       // k per stage: four mma k16 steps; a K-major row is 128 bytes
 constexpr int THREADS = 256;
 constexpr int WARPS_M = 2;   // the block's 8 warps as a 2 x 4 grid over the output tile
 constexpr int WARPS_N = 4;
@@ -222,7 +222,7 @@ struct Operand {
     }
 };
 
-// One slice (BK = 32 k) of a warp's MI x NI mma tiles from the stage's tiles sa (A) and sb (B).
+// One slice (BK = 64 k) of a warp's MI x NI mma tiles from the stage's tiles sa (A) and sb (B).
 // Lane l gives the row address of row l % 8 of matrix l / 8 of each ldmatrix .x4; (a_mn, a_k) and
 // (b_mn, b_k) are that row's first element in the warp's first 16 x 16 A and B (n 16 x k 16) blocks:
 //   A (m x k), matrices in the order of a0..a3: (m +0, k +0), (m +8, k +0), (m +0, k +8), (m +8, k +8)
@@ -234,16 +234,18 @@ template <class Tag, class OpA, class OpB, int MI, int NI>
 __device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigned char* sa, const unsigned char* sb,
                                           int a_mn, int a_k, int b_mn, int b_k)
 {
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-        unsigned fa[MI][4], fb[NI][2];
+    constexpr int STEPS = BK / 16;
+    // Fragments of two k16 steps: step kk + 1's ldmatrix are issued before step kk's mma, so their
+    // latency hides behind the mma (the asm statements are volatile: they stay in this order).
+    unsigned fa[2][MI][4], fb[2][NI][2];
+    auto fetch = [&](int buf, int kk) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const unsigned char* row = sa + OpA::offset(a_mn + 16 * mi, a_k + kk);
             if constexpr (OpA::MN)
-                ac::ldmatrix_x4_trans(fa[mi], row);
+                ac::ldmatrix_x4_trans(fa[buf][mi], row);
             else
-                ac::ldmatrix_x4(fa[mi], row);
+                ac::ldmatrix_x4(fa[buf][mi], row);
         }
 #pragma unroll
         for (int p = 0; p < NI / 2; ++p) {
@@ -253,15 +255,20 @@ __device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigne
                 ac::ldmatrix_x4_trans(f, row);
             else
                 ac::ldmatrix_x4(f, row);
-            fb[2 * p][0] = f[0];
-            fb[2 * p][1] = f[1];
-            fb[2 * p + 1][0] = f[2];
-            fb[2 * p + 1][1] = f[3];
+            fb[buf][2 * p][0] = f[0];
+            fb[buf][2 * p][1] = f[1];
+            fb[buf][2 * p + 1][0] = f[2];
+            fb[buf][2 * p + 1][1] = f[3];
         }
+    };
+    fetch(0, 0);
+#pragma unroll
+    for (int step = 0; step < STEPS; ++step) {
+        if (step + 1 < STEPS) fetch((step + 1) & 1, 16 * (step + 1));
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], fa[mi], fb[ni]);
+            for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], fa[step & 1][mi], fb[step & 1][ni]);
     }
 }
 

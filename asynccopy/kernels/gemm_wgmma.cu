@@ -259,11 +259,18 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 ac::Wgmma<BN, Tag>::template mma<A_MN, B_MN>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
             }
             ac::wgmma_commit();
-            // keep this slice's products in flight; the previous slice's are done, so its stage is free
-            ac::wgmma_wait<1>();
-            ac::accumulator_fence(acc);
-            if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
-            prev = s;
+            if constexpr (STAGES == 1) {
+                // one stage: the producer refills it only once these products have read it
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc);
+                if (lane == 0) ac::mbarrier_arrive(&empty[s]);
+            } else {
+                // keep this slice's products in flight; the previous slice's are done, so its stage is free
+                ac::wgmma_wait<1>();
+                ac::accumulator_fence(acc);
+                if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
+                prev = s;
+            }
         }
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc);

@@ -29,7 +29,7 @@ def _configs():
     out = []
     for x, arch in enumerate(ARCHS):
         for i, ((a_mn, b_mn), align) in enumerate(itertools.product(MAJORS, ALIGNS)):
-            tile = TILES[(i // len(ALIGNS) + i + x) % 2]
+            tile = TILES[(i // len(ALIGNS) + i + x) % 2] if align == 16 else TILES[0]
             dtype, out_dtype = DTYPES[(i + 2 * x) % len(DTYPES)]
             stages = STAGES[(i + x) % len(STAGES)]
             out.append((arch, GemmConfig("mma", dtype, out_dtype, tile, stages, a_mn, b_mn, align)))
@@ -47,7 +47,8 @@ def test_the_configurations_cover_every_value_of_every_axis():
         assert {(c.a_mn, c.b_mn) for c in cfgs} == set(MAJORS)
         assert {c.align for c in cfgs} == set(ALIGNS)
         assert {c.stages for c in cfgs} == set(STAGES)
-        assert {(c.align, c.tile) for c in cfgs} == set(itertools.product(ALIGNS, TILES))
+        # under 16-byte alignment the 128 x 256 tile spills (the narrower copies' registers): 128 x 128 only
+        assert {(c.align, c.tile) for c in cfgs} == {(16, TILES[1])} | set(itertools.product(ALIGNS, TILES[:1]))
 
 
 def _id(case):
@@ -83,10 +84,10 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
 
 def test_the_record_launches_what_the_kernel_assumes():
     rec = matmul.KERNELS["mma"]
-    assert (rec.operands, rec.threads, rec.bk, rec.persistent) == ("pointers", 256, 32, False)
-    assert rec.tiles == TILES
+    assert (rec.operands, rec.threads, rec.bk, rec.persistent) == ("pointers", 256, 64, False)
+    assert rec.tiles == TILES and rec.tiles_for(8) == TILES[:1]
     # dynamic shared memory = STAGES * 2 * BK * (BM + BN): one [BM][BK] and one [BN][BK] tile per stage
-    assert GemmConfig("mma", "float16", "float16", (128, 256), 3, False, True, 8).smem_bytes == 3 * 2 * 32 * 384
+    assert GemmConfig("mma", "float16", "float16", (128, 256), 3, False, True, 16).smem_bytes == 3 * 2 * 64 * 384
     name = GemmConfig("mma", "bfloat16", "float32", (128, 128), 2, True, False, 4).name_expression()
     assert name == "gemm_mma<__nv_bfloat16, float, 128, 128, 2, 1, 0, 4>"
 
