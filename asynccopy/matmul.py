@@ -12,132 +12,18 @@ its source and template, the instructions its SASS must show, its tiles and stag
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from . import arrays, build, device
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
+from .gemm_kernels import _STORAGE, DTYPES, KERNELS, OUT_DTYPES, GemmConfig, GemmKernel, itemsize, split_count
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
-DTYPES = ("bfloat16", "float16", "float32")
-OUT_DTYPES = ("bfloat16", "float16", "float32")
-_STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
-
-
-@dataclass(frozen=True)
-class GemmKernel:
-    """What one GEMM kernel is: its source and template, what it takes, what its SASS must show.
-
-    Every kernel is ``template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>``
-    (T, OutT: __nv_bfloat16 / __half / float; A_MN: A is column-major; B_MN: B is row-major). Its
-    arguments are either two TMA maps (``operands="tma"``: map_a, map_b, c, m, n, k, ldc) or pointers
-    (``"pointers"``: a, lda, b, ldb, c, ldc, m, n, k). ALIGN is the power of two (16 at most) that divides
-    the addresses and leading dimensions in bytes of both operands (pointer kernels: the copy width) or of
-    C (TMA kernels: 16 stores C with TMA through shared memory, less writes it from the registers). A
-    tile-per-block kernel is launched on one block per output tile; a persistent one on min(tiles, SMs).
-    """
-
-    name: str
-    api: str
-    source: str
-    template: str
-    min_cc: tuple[int, int]
-    dtypes: tuple[str, ...]
-    tiles: tuple[tuple[int, int], ...]  # (BM, BN) choices; the last is the default for wide outputs
-    bk: int
-    sass: tuple[str, ...]  # opcodes its cubin must hold
-    threads: int
-    operands: str  # "tma" or "pointers"
-    persistent: bool = False
-    arch_specific: bool = False  # needs the sm_90a-style target (wgmma, setmaxnreg)
-    smem_reserve: int = 2048  # static shared memory beside the dynamic stages (barriers, alignment slack)
-    epilogue_bytes: int = 0  # dynamic shared memory after the stages (staging of C)
-    max_stages_default: int = 8
-    narrow_tiles: tuple[tuple[int, int], ...] | None = None  # the tiles it takes under 16-byte alignment
-
-    def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
-        return itemsize * self.bk * (tile[0] + tile[1])
-
-    def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2) -> int:
-        return max(0, (smem_limit - self.smem_reserve - self.epilogue_bytes) // self.stage_bytes(tile, itemsize))
-
-    def tiles_for(self, align: int = 16) -> tuple[tuple[int, int], ...]:
-        """The tiles it takes at this operand alignment: under 16 bytes the narrower copies need more
-        registers, and a pointer kernel's widest tile would spill."""
-        return self.tiles if align >= 16 or self.narrow_tiles is None else self.narrow_tiles
-
-    def default_tile(self, n: int, align: int = 16) -> tuple[int, int]:
-        """The narrowest tile that covers n columns, else the widest."""
-        tiles = self.tiles_for(align)
-        return next((t for t in tiles if t[1] >= n), tiles[-1])
-
-
-def itemsize(dtype: str) -> int:
-    return ITEMSIZE[dtype]
-
-
-KERNELS: dict[str, GemmKernel] = {
-    k.name: k
-    for k in (
-        GemmKernel("wgmma", "TMA (128B swizzle) + wgmma from shared memory, a producer warp and two consumer "
-                   "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
-                   "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
-                   ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
-                   epilogue_bytes=2 * 2 * 64 * 128),
-        GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
-                   "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
-                   "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
-                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers", narrow_tiles=((128, 128),)),
-        GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
-                   "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
-                   ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers"),
-    )
-}
-
-
-@dataclass(frozen=True)
-class GemmConfig:
-    kernel: str
-    dtype: str
-    out_dtype: str
-    tile: tuple[int, int]  # (BM, BN)
-    stages: int
-    a_mn: bool  # A is MN-major in memory (a column-major view)
-    b_mn: bool  # B is MN-major in memory (row-major [k, n])
-    align: int = 16  # bytes dividing the addresses and leading dimensions of the operands (pointer kernels)
-    # or of C (TMA kernels: 16 stores C with TMA)
-
-    @property
-    def record(self) -> GemmKernel:
-        return KERNELS[self.kernel]
-
-    @property
-    def tile_n(self) -> int:
-        return self.tile[1]
-
-    def name_expression(self) -> str:
-        args = [_STORAGE[self.dtype], _STORAGE[self.out_dtype], *map(str, self.tile), str(self.stages),
-                str(int(self.a_mn)), str(int(self.b_mn)), str(self.align)]
-        return f"{self.record.template}<{', '.join(args)}>"
-
-    @property
-    def smem_bytes(self) -> int:
-        """Dynamic shared memory of a launch: the stages, C's staging and, for TMA's 1024-byte-aligned
-        stages, 1024 bytes of slack to align them in."""
-        slack = 1024 if self.record.operands == "tma" else 0
-        return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + self.record.epilogue_bytes + slack
-
-    def compile(self, arch: str | None = None) -> build.Module:
-        target = device.parse_arch(arch) if arch is not None else device.current().arch
-        need = self.record.min_cc
-        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
-            raise ArgumentError(f"GEMM kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
-                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
-                                f"got {target}")
-        return build.compile(build.read_kernel(self.record.source), arch=target,
-                             name_expressions=(self.name_expression(),), name=self.record.template)
+__all__ = ["DTYPES", "KERNELS", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure",
+           "gemm", "itemsize", "launch", "matrix", "split_count", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -225,7 +111,11 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes((bm, bn), size) // 1024} KiB (tile {bm} x {bn}) "
                             f"do not fit the {facts.smem_per_block_optin // 1024} KiB of shared memory a block may use; "
                             f"at most {fit}")
-    return GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align)
+    splits = 1
+    if rec.split_k:
+        splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
+    return GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
+                      splits=splits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,8 +126,10 @@ _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"
 
 
 @functools.lru_cache(maxsize=256)
-def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_outer: int, box_inner: int):
-    """The 128B-swizzled TMA map of a row-major [outer][inner] matrix (leading dimension ``lead``). A map
+def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_outer: int, box_inner: int,
+                depth: int = 0, depth_stride: int = 0):
+    """The 128B-swizzled TMA map of a row-major [outer][inner] matrix (leading dimension ``lead``); with
+    ``depth``, of [depth][outer][inner] (matrices ``depth_stride`` elements apart, boxes one deep). A map
     holds only numbers (address, extents, strides, box), so one encoded for the same numbers is reused:
     repeated calls on the same buffers skip the validation and the driver's encode."""
     from cuda.core import Buffer
@@ -247,15 +139,22 @@ def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_out
     from . import tensormap
 
     size = ITEMSIZE[dtype]
+    unit = 16 // size  # elements in 16 bytes: TMA strides are multiples of it
     if outer == 1:
-        lead = -(-inner * size // 16) * 16 // size  # one row: its stride is never used, but must be legal
-    spec = tensormap.TensorMapSpec(dtype, (inner, outer), (lead * size,), (box_inner, box_outer), swizzle="128B",
-                                   address=ptr)
-    tensormap.validate(spec, lint=False)
+        lead = -(-inner // unit) * unit  # one row: its stride is never used, but must be legal
+    shape, strides, box = (outer, inner), (lead, 1), (box_outer, box_inner)
     nbytes = size * ((outer - 1) * lead + inner)
-    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=(outer, inner),
-                                         strides=(lead, 1), dtype=np.dtype(f"uint{8 * size}"))
-    return view.as_tensor_map(box_dim=(box_outer, box_inner), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
+    if depth:
+        if depth == 1:
+            depth_stride = -(-outer * lead // unit) * unit  # likewise
+        shape, strides, box = (depth, *shape), (depth_stride, *strides), (1, *box)
+        nbytes += size * (depth - 1) * depth_stride
+    spec = tensormap.TensorMapSpec(dtype, shape[::-1], tuple(size * st for st in strides[-2::-1]), box[::-1],
+                                   swizzle="128B", address=ptr)
+    tensormap.validate(spec, lint=False)
+    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=shape, strides=strides,
+                                         dtype=np.dtype(f"uint{8 * size}"))
+    return view.as_tensor_map(box_dim=box, data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
                               swizzle=TensorMapSwizzle.SWIZZLE_128B)
 
 
@@ -269,26 +168,62 @@ def _kernel(cfg: GemmConfig, arch: str, hang_ns: int):
     return cfg.compile(arch).kernel(cfg.name_expression())
 
 
+@functools.cache
+def _sum_kernel(out_dtype: str, arch: str):
+    module = build.compile(build.read_kernel("gemm_splitk.cu"), arch=arch, name="gemm_splitk",
+                           name_expressions=(f"gemm_splitk_sum<{_STORAGE[out_dtype]}>",))
+    return module.kernel(f"gemm_splitk_sum<{_STORAGE[out_dtype]}>")
+
+
 def launch(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, stream, facts) -> None:
     """C[m, n] (row-major, leading dimension ldc) = A x B on raw, checked operands."""
     m, k, n = a.rows, a.cols, b.cols
     rec = cfg.record
-    bm, bn = cfg.tile
-    tiles = -(-m // bm) * -(-n // bn)
-    grid = max(1, min(tiles, facts.sm_count)) if rec.persistent else tiles
     if rec.operands == "tma":
-        map_a = _operand_map(a, 64, 64) if cfg.a_mn else _operand_map(a, bm, rec.bk)
-        map_b = _operand_map(b, 64, 64) if cfg.b_mn else _operand_map(b, bn, rec.bk)
-        size = ITEMSIZE[cfg.out_dtype]
-        cfg = replace(cfg, align=align(c_ptr, ldc * size if m > 1 else 16))
-        # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
-        map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if cfg.align == 16 else map_a
-        args = (map_a, map_b, map_c, c_ptr, np.int32(m), np.int32(n), np.int32(k), np.int64(ldc))
-    else:
-        args = (a.ptr, np.int64(a.lead), b.ptr, np.int64(b.lead), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
-                np.int32(k))
+        _launch_tma(cfg, a, b, c_ptr, ldc, stream=stream, facts=facts)
+        return
+    bm, bn = cfg.tile
+    args = (a.ptr, np.int64(a.lead), b.ptr, np.int64(b.lead), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
+            np.int32(k))
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=cfg.smem_bytes)
+    build.launch(kernel, *args, grid=-(-m // bm) * -(-n // bn), block=rec.threads, stream=stream, shmem=cfg.smem_bytes)
+
+
+def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, stream, facts) -> None:
+    """The TMA kernel: operands and C through tensor maps; with splits > 1, f32 partials into a workspace
+    (stream-ordered, freed after use) that gemm_splitk_sum adds up into C."""
+    m, k, n = a.rows, a.cols, b.cols
+    rec = cfg.record
+    bm, bn = cfg.tile
+    map_a = _operand_map(a, 64, 64) if cfg.a_mn else _operand_map(a, bm, rec.bk)
+    map_b = _operand_map(b, 64, 64) if cfg.b_mn else _operand_map(b, bn, rec.bk)
+    splits, ws = cfg.splits, None
+    if splits > 1:
+        from cuda.core import Device
+
+        ldw = -(-n // 4) * 4  # whole 16-byte rows: the sum reads 4 columns at a time
+        ws = Device(facts.device_id).allocate(4 * splits * m * ldw, stream=stream)
+        kcfg = replace(cfg, out_dtype="float32", align=16, splits=1)
+        # the kernel writes columns n .. ldw too (zeros: B's columns past n load as zeros)
+        map_c = _tensor_map(int(ws.handle), "float32", m, ldw, ldw, 64, 32, depth=splits, depth_stride=m * ldw)
+        c_arg, ld_arg = int(ws.handle), ldw
+    else:
+        size = ITEMSIZE[cfg.out_dtype]
+        kcfg = replace(cfg, align=align(c_ptr, ldc * size if m > 1 else 16), splits=1)
+        # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
+        map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size, depth=1) if kcfg.align == 16 else map_a
+        c_arg, ld_arg = c_ptr, ldc
+    units = -(-m // bm) * -(-n // bn) * splits
+    kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
+    build.launch(kernel, map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg),
+                 np.int32(splits), grid=max(1, min(units, facts.sm_count)), block=rec.threads, stream=stream,
+                 shmem=kcfg.smem_bytes)
+    if ws is not None:
+        groups = m * -(-n // 4)
+        build.launch(_sum_kernel(cfg.out_dtype, facts.arch), int(ws.handle), np.int64(m * ldw), np.int64(ldw),
+                     np.int32(splits), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
+                     grid=max(1, min(-(-groups // 256), 8 * facts.sm_count)), block=256, stream=stream)
+        ws.close(stream)
 
 
 def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:

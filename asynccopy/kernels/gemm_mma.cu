@@ -50,7 +50,21 @@ namespace ac = asynccopy;
 
 namespace {
 
-constexpr int BK = 64;       // k per stage: four mma k16 steps; a K-major row is 128 bytes
+// Compile-time knobs (-D; asynccopy.matmul passes a configuration's `defines`), for measuring variants:
+//   ASYNCCOPY_MMA_BK          k per stage, 32 or 64 (default 64)
+//   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (default 1)
+//   ASYNCCOPY_MMA_UNROLL      copies per thread and slice up to which the copy loop is unrolled (default 8)
+#ifndef ASYNCCOPY_MMA_BK
+#define ASYNCCOPY_MMA_BK 64
+#endif
+#ifndef ASYNCCOPY_MMA_FRAG_AHEAD
+#define ASYNCCOPY_MMA_FRAG_AHEAD 1
+#endif
+#ifndef ASYNCCOPY_MMA_UNROLL
+#define ASYNCCOPY_MMA_UNROLL 8
+#endif
+constexpr int BK = ASYNCCOPY_MMA_BK;  // k per stage: BK / 16 mma k16 steps
+static_assert(BK == 32 || BK == 64, "slices of 32 or 64 k");
 constexpr int THREADS = 256;
 constexpr int WARPS_M = 2;   // the block's 8 warps as a 2 x 4 grid over the output tile
 constexpr int WARPS_N = 4;
@@ -138,7 +152,7 @@ struct Operand {
     // compiler keeps them live through the whole k loop, one set per copy: the 8 to 16 copies per
     // operand of ALIGN 4 crowded out the accumulators (128 x 256 spilled). More than 4 copies (the
     // small ones of ALIGN 8 and 4) run as a loop.
-    static constexpr int UNROLL = COPIES <= 4 ? COPIES : 1;
+    static constexpr int UNROLL = COPIES <= (ALIGN == 16 ? ASYNCCOPY_MMA_UNROLL : 4) ? COPIES : 1;
 
     const T* g;      // the matrix
     long long ld;    // elements between consecutive OUTER indices
@@ -261,10 +275,12 @@ __device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigne
             fb[buf][2 * p + 1][1] = f[3];
         }
     };
-    fetch(0, 0);
+    constexpr bool AHEAD = ASYNCCOPY_MMA_FRAG_AHEAD != 0;
+    if (AHEAD) fetch(0, 0);
 #pragma unroll
     for (int step = 0; step < STEPS; ++step) {
-        if (step + 1 < STEPS) fetch((step + 1) & 1, 16 * (step + 1));
+        if (!AHEAD) fetch(step & 1, 16 * step);
+        else if (step + 1 < STEPS) fetch((step + 1) & 1, 16 * (step + 1));
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll

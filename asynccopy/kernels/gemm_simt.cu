@@ -76,6 +76,12 @@ namespace ac = asynccopy;
 namespace {
 
 constexpr int THREADS = 256;
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_SIMT_MIN_BLOCKS, the blocks per SM the
+// register allocation must allow (__launch_bounds__; 2: at most 128 registers a thread, which spills a
+// few words in some layouts and stage counts of 128 x 128). Default: 2 for 64 x 64 tiles, 1 for 128 x 128.
+#ifndef ASYNCCOPY_SIMT_MIN_BLOCKS
+#define ASYNCCOPY_SIMT_MIN_BLOCKS (BM == 64 ? 2 : 1)
+#endif
 constexpr int BK = 16;       // k per stage
 constexpr int GRID_T = 16;   // the threads form a GRID_T x GRID_T grid over the output tile
 constexpr int GROUP_M = 8;   // tile-rows visited together (L2 reuse)
@@ -264,7 +270,7 @@ struct CopiesOf<false, BMN, V> {
 }  // namespace
 
 template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
-__global__ void __launch_bounds__(THREADS, BM == 64 ? 2 : 1)
+__global__ void __launch_bounds__(THREADS, ASYNCCOPY_SIMT_MIN_BLOCKS)
     gemm_simt(const T* __restrict__ a, long long lda, const T* __restrict__ b, long long ldb,
               OutT* __restrict__ c, long long ldc, int m, int n, int k)
 {

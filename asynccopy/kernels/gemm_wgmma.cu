@@ -13,7 +13,10 @@
 // tile and all its BN columns; per stage it waits on full[s], issues BK / 16 wgmma m64nBNk16 from
 // shared memory, waits for them, and hands the stage back (one arrival per consumer warp on empty[s]).
 // After a tile's last slice each consumer writes its accumulators to C (masked at the edges) while
-// the producer already loads the next tile. setmaxnreg moves registers from the producer (40) to the
+// the producer already loads the next tile.
+// Split k (splits > 1, for shapes of fewer tiles than SMs): a work unit is one tile's share of the k-
+// blocks; C is then an f32 workspace [splits][m][ldc] (OutT = float, ALIGN = 16) that
+// gemm_splitk.cu sums into the caller's C. setmaxnreg moves registers from the producer (40) to the
 // consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
 // blocks share A and B tiles in L2.
 // Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
@@ -22,7 +25,8 @@
 //   B: B_MN = 0: [BN][BK]
 //      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
 // Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128); A_MN = 1: dims (m, k),
-// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); all 128B swizzle.
+// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); C: dims (n, m,
+// splits), box (128 bytes, 64, 1); all 128B swizzle.
 // Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
 // Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
 #include <asynccopy/mbarrier.cuh>
@@ -110,7 +114,7 @@ __device__ __forceinline__ void store_direct(const float (&acc)[BN / 2], OutT* c
 // warpgroup fills the other buffer. The TMA store clips the box at the matrix edges.
 template <class OutT, int BN>
 __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::TensorMap* map_c,
-                                          unsigned char* staging, int col0, int row0, int t, int w,
+                                          unsigned char* staging, int col0, int row0, int split, int t, int w,
                                           unsigned& stores)
 {
     constexpr int CW = 128 / int(sizeof(OutT));  // columns per chunk
@@ -140,8 +144,8 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
         ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
         ac::named_barrier_sync(1 + w, 128);
         if (t == 0) {
-            const int at[2] = {col0 + chunk * CW, row0};
-            ac::tensor_store<2>(map_c, at, buf);
+            const int at[3] = {col0 + chunk * CW, row0, split};
+            ac::tensor_store<3>(map_c, at, buf);
             ac::bulk_commit_group();
         }
     }
@@ -158,13 +162,25 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = in_group / size_m;
 }
 
+// Work unit u of tiles x splits: output tile u % tiles (in the grouped order) and its k-blocks
+// [kb0, kb1), the (u / tiles)-th of `splits` near-equal ranges of the k_blocks (splits <= k_blocks: none
+// is empty).
+__device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int tiles_n, int splits, int k_blocks,
+                                            int& tm, int& tn, int& kb0, int& kb1)
+{
+    const int split = u / tiles;
+    tile_coords(u - split * tiles, tiles_m, tiles_n, tm, tn);
+    kb0 = static_cast<int>(static_cast<long long>(split) * k_blocks / splits);
+    kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
+}
+
 }  // namespace
 
 template <class T, class OutT, int BM_, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemm_wgmma(const __grid_constant__ ac::TensorMap map_a, const __grid_constant__ ac::TensorMap map_b,
                const __grid_constant__ ac::TensorMap map_c, OutT* __restrict__ c, int m, int n, int k,
-               long long ldc)
+               long long ldc, int splits)
 {
     static_assert(BM_ == BM, "tiles of 128 rows: 64 per consumer warpgroup");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles of 64, 128 or 256 columns");
@@ -189,16 +205,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
     const int tiles = tiles_m * tiles_n;
     const int k_blocks = (k + BK - 1) / BK;
+    const int units = tiles * splits;  // work units: (split of k, output tile), split-major
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;
         u64 it = 0;
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            int tm, tn;
-            tile_coords(tile, tiles_m, tiles_n, tm, tn);
-            for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            int tm, tn, kb0, kb1;
+            unit_coords(u, tiles, tiles_m, tiles_n, splits, k_blocks, tm, tn, kb0, kb1);
+            for (int kb = kb0; kb < kb1; ++kb, ++it) {
                 const int s = ac::stage_of<STAGES>(it);
                 ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
                 ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
@@ -239,11 +256,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     float acc[BN / 2];
     u64 it = 0;
     unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm, tn;
-        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int tm, tn, kb0, kb1;
+        unit_coords(u, tiles, tiles_m, tiles_n, splits, k_blocks, tm, tn, kb0, kb1);
+        const int split = u / tiles;
         int prev = -1;  // the stage whose wgmma group is still in flight
-        for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = ac::stage_of<STAGES>(it);
             ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
             const unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
@@ -256,7 +274,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                                          : ac::make_desc_mn_major(a + w * BK * 64 + kk * 16 * 64, PANEL_BYTES);
                 const u64 db = B_MN == 0 ? ac::make_desc_k_major(b + kk * 16)
                                          : ac::make_desc_mn_major(b + kk * 16 * 64, PANEL_BYTES);
-                ac::Wgmma<BN, Tag>::template mma<A_MN, B_MN>(acc, da, db, (kb > 0 || kk > 0) ? 1 : 0);
+                ac::Wgmma<BN, Tag>::template mma<A_MN, B_MN>(acc, da, db, (kb > kb0 || kk > 0) ? 1 : 0);
             }
             ac::wgmma_commit();
             if constexpr (STAGES == 1) {
@@ -277,7 +295,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
         const int row0 = tm * BM + 64 * w;
         if constexpr (ALIGN == 16)
-            store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
+            store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, split, t, w, stores);
         else
             store_direct<OutT, BN, ALIGN>(acc, c, ldc, m, n, row0, tn * BN, t);
     }

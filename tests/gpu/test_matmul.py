@@ -143,3 +143,32 @@ def test_a_kernel_asked_for_by_name_that_cannot_take_the_operands_says_why(torch
     c = asynccopy.gemm(a, b)  # the default falls back to the LDGSTS kernel
     ref = a.double() @ b.double()
     assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["bfloat16"]
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("splits", [1, 2, 3, 7, 16])
+@pytest.mark.parametrize("out_dtype, ldc_pad", [("bfloat16", 3), ("float32", 0), ("float16", 8)])
+def test_split_k_sums_the_same_product(torch, facts, splits, out_dtype, ldc_pad):
+    from dataclasses import replace
+
+    m, k, n = 200, 1000, 301  # 16 k-blocks of 64: every split count here leaves none empty
+    a, ha = _operand(torch, m, k, False, torch.bfloat16)
+    b, hb = _operand(torch, k, n, True, torch.bfloat16)
+    store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+    s = torch.cuda.current_stream()
+    from cuda.core import Stream
+
+    stream = Stream.from_handle(s.cuda_stream)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    cfg = replace(matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma"), splits=splits)
+    matmul.launch(cfg, ma, mb, store.data_ptr(), n + ldc_pad, stream=stream, facts=facts)
+    c = store[:, :n].double().cpu().numpy()
+    assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+    ref = ha @ hb
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL[out_dtype]
+
+
+def test_few_tiles_split_k(facts):
+    # 128 x 8192 x 8192 is 32 tiles of 128 x 256: four splits of k keep 128 of the 132 SMs busy
+    assert matmul.split_count(32, 128, 132) == 4
+    assert matmul.split_count(400, 128, 132) == 1 and matmul.split_count(1, 3, 132) == 1

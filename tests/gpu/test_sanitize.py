@@ -97,14 +97,15 @@ def test_stas_ring(via):
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma", "simt"])
 @pytest.mark.parametrize("ldc", [136, 137])  # C rows 544 bytes apart (TMA stores) and 548 (register stores)
-def test_gemm(cupy, facts, kernel, ldc):
+@pytest.mark.parametrize("k", [72, 520])  # 520: wgmma splits k in two (two tiles, 9 k-blocks) and sums
+def test_gemm(cupy, facts, kernel, ldc, k):
     from asynccopy import matmul
 
     rec = matmul.KERNELS[kernel]
     require_cc(facts, rec.min_cc)
     dtype = np.float32 if "float32" in rec.dtypes else np.float16
     rng = np.random.default_rng(ldc)
-    m, k, n = 130, 72, 136  # partial tiles in every dimension
+    m, n = 130, 136  # partial tiles in every dimension
     a = cupy.asarray(rng.standard_normal((m, k)).astype(dtype))
     b = cupy.asarray(rng.standard_normal((k, n)).astype(dtype))
     out = cupy.full((m, ldc), np.nan, dtype=np.float32)[:, :n]

@@ -1,0 +1,143 @@
+"""What each GEMM kernel is (one GemmKernel record per kernel in KERNELS: source, template, what it takes,
+the instructions its SASS must show, its tiles and stage counts) and one configuration of one (GemmConfig:
+the record, dtypes, tile, stages, the operands' majors and alignment, the split of k), which compiles
+itself. asynccopy.matmul chooses and launches them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import build, device
+from .errors import ArgumentError
+from .matrix import ITEMSIZE
+
+DTYPES = ("bfloat16", "float16", "float32")
+OUT_DTYPES = ("bfloat16", "float16", "float32")
+_STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    """What one GEMM kernel is: its source and template, what it takes, what its SASS must show.
+
+    Every kernel is ``template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>``
+    (T, OutT: __nv_bfloat16 / __half / float; A_MN: A is column-major; B_MN: B is row-major). Its
+    arguments are either two TMA maps (``operands="tma"``: map_a, map_b, c, m, n, k, ldc) or pointers
+    (``"pointers"``: a, lda, b, ldb, c, ldc, m, n, k). ALIGN is the power of two (16 at most) that divides
+    the addresses and leading dimensions in bytes of both operands (pointer kernels: the copy width) or of
+    C (TMA kernels: 16 stores C with TMA through shared memory, less writes it from the registers). A
+    tile-per-block kernel is launched on one block per output tile; a persistent one on min(tiles, SMs).
+    """
+
+    name: str
+    api: str
+    source: str
+    template: str
+    min_cc: tuple[int, int]
+    dtypes: tuple[str, ...]
+    tiles: tuple[tuple[int, int], ...]  # (BM, BN) choices; the last is the default for wide outputs
+    bk: int
+    sass: tuple[str, ...]  # opcodes its cubin must hold
+    threads: int
+    operands: str  # "tma" or "pointers"
+    persistent: bool = False
+    arch_specific: bool = False  # needs the sm_90a-style target (wgmma, setmaxnreg)
+    smem_reserve: int = 2048  # static shared memory beside the dynamic stages (barriers, alignment slack)
+    epilogue_bytes: int = 0  # dynamic shared memory after the stages (staging of C)
+    max_stages_default: int = 8
+    narrow_tiles: tuple[tuple[int, int], ...] | None = None  # the tiles it takes under 16-byte alignment
+    split_k: bool = False  # can split k into work units (a persistent kernel's f32 partials, summed after)
+
+    def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
+        return itemsize * self.bk * (tile[0] + tile[1])
+
+    def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2) -> int:
+        return max(0, (smem_limit - self.smem_reserve - self.epilogue_bytes) // self.stage_bytes(tile, itemsize))
+
+    def tiles_for(self, align: int = 16) -> tuple[tuple[int, int], ...]:
+        """The tiles it takes at this operand alignment: under 16 bytes the narrower copies need more
+        registers, and a pointer kernel's widest tile would spill."""
+        return self.tiles if align >= 16 or self.narrow_tiles is None else self.narrow_tiles
+
+    def default_tile(self, n: int, align: int = 16) -> tuple[int, int]:
+        """The narrowest tile that covers n columns, else the widest."""
+        tiles = self.tiles_for(align)
+        return next((t for t in tiles if t[1] >= n), tiles[-1])
+
+
+def itemsize(dtype: str) -> int:
+    return ITEMSIZE[dtype]
+
+
+KERNELS: dict[str, GemmKernel] = {
+    k.name: k
+    for k in (
+        GemmKernel("wgmma", "TMA (128B swizzle) + wgmma from shared memory, a producer warp and two consumer "
+                   "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
+                   "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
+                   ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
+                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True),
+        GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
+                   "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
+                   "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
+                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers", narrow_tiles=((128, 128),)),
+        GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
+                   "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
+                   ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    kernel: str
+    dtype: str
+    out_dtype: str
+    tile: tuple[int, int]  # (BM, BN)
+    stages: int
+    a_mn: bool  # A is MN-major in memory (a column-major view)
+    b_mn: bool  # B is MN-major in memory (row-major [k, n])
+    align: int = 16  # bytes dividing the addresses and leading dimensions of the operands (pointer kernels)
+    # or of C (TMA kernels: 16 stores C with TMA)
+    defines: tuple[tuple[str, object], ...] = ()  # the kernel's compile-time knobs (-D), for measuring variants
+    splits: int = 1  # k split into this many ranges, each a work unit (split_k kernels; gemm_splitk.cu sums them)
+
+    @property
+    def record(self) -> GemmKernel:
+        return KERNELS[self.kernel]
+
+    @property
+    def tile_n(self) -> int:
+        return self.tile[1]
+
+    def name_expression(self) -> str:
+        args = [_STORAGE[self.dtype], _STORAGE[self.out_dtype], *map(str, self.tile), str(self.stages),
+                str(int(self.a_mn)), str(int(self.b_mn)), str(self.align)]
+        return f"{self.record.template}<{', '.join(args)}>"
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of a launch: the stages, C's staging and, for TMA's 1024-byte-aligned
+        stages, 1024 bytes of slack to align them in."""
+        slack = 1024 if self.record.operands == "tma" else 0
+        return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + self.record.epilogue_bytes + slack
+
+    def compile(self, arch: str | None = None) -> build.Module:
+        target = device.parse_arch(arch) if arch is not None else device.current().arch
+        need = self.record.min_cc
+        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
+            raise ArgumentError(f"GEMM kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
+                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
+                                f"got {target}")
+        return build.compile(build.read_kernel(self.record.source), arch=target, defines=dict(self.defines),
+                             name_expressions=(self.name_expression(),), name=self.record.template)
+
+
+MIN_SPLIT_BLOCKS = 4  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
+MAX_SPLITS = 16
+
+
+def split_count(tiles: int, k_blocks: int, sms: int) -> int:
+    """How many ranges of k to cut each output tile's work into: as many as keep every SM busy when the
+    tiles alone cannot (tiles x splits <= SMs), each range MIN_SPLIT_BLOCKS k-blocks or more."""
+    return max(1, min(sms // max(tiles, 1), k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLITS))

@@ -1,0 +1,49 @@
+// gemm_splitk.cu — the second half of a split-k GEMM: C = the sum of the f32 partial products a GEMM
+// kernel wrote into a workspace, one [m][ldw] matrix per split of k, rounded once to C's dtype.
+//
+// What: c[i * ldc + j] = OutT(sum over s < splits of ws[s * split_stride + i * ldw + j]) for i < m, j < n.
+// How: a grid-stride loop over groups of 4 columns of one row: per split one 16-byte load (ldw and
+// split_stride are multiples of 4 floats, ws is 16-byte aligned), summed in split order (the result
+// does not depend on the launch), then 4 scalar stores (C of any alignment and leading dimension).
+// Memory-bound: splits x m x n x 4 bytes read, m x n x sizeof(OutT) written.
+// Constraints: ldw >= n, ldw % 4 == 0, split_stride % 4 == 0, ws 16-byte aligned.
+// Run: asynccopy.gemm(a, b) on a shape with fewer output tiles than SMs (asynccopy.matmul launches it).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace {
+
+template <class OutT>
+__device__ __forceinline__ OutT from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+}  // namespace
+
+template <class OutT>
+__global__ void gemm_splitk_sum(const float* __restrict__ ws, long long split_stride, long long ldw, int splits,
+                                OutT* __restrict__ c, long long ldc, int m, int n)
+{
+    const long long groups = (n + 3) / 4;  // column groups per row
+    const long long total = groups * m;
+    for (long long g = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; g < total;
+         g += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long row = g / groups;
+        const int col = static_cast<int>(g - row * groups) * 4;
+        const float* p = ws + row * ldw + col;
+        float4 sum = *reinterpret_cast<const float4*>(p);
+        for (int s = 1; s < splits; ++s) {
+            const float4 v = *reinterpret_cast<const float4*>(p + s * split_stride);
+            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+        }
+        OutT* q = c + row * ldc + col;
+        const float out[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (col + j < n) q[j] = from_float<OutT>(out[j]);
+    }
+}

@@ -1,0 +1,105 @@
+"""Compile-time variants of one GEMM kernel, timed against cuBLAS in one run (a maintainer's tool for
+measuring a kernel change before it becomes the default; `asynccopy bench gemm` measures the defaults).
+
+    python scripts/gemm_variants.py --kernel mma --shapes 4096x4096x4096,8192x8192x8192 --stages 3,4 \\
+        --variant base --variant bk32:ASYNCCOPY_MMA_BK=32 --variant flat:ASYNCCOPY_MMA_FRAG_AHEAD=0
+
+A variant is NAME[:MACRO=VALUE,...]: the kernel's source compiled with those -D macros (each kernel file
+lists its knobs in its header). Every variant's C is checked against a float64 product before it is
+timed (CUDA events, median, inputs rotated past L2, the same run's torch.matmul as the reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from asynccopy import device, matmul
+from asynccopy.bench import gemm_bench
+from asynccopy.bench.harness import median, time_ms
+
+
+def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    name, _, macros = text.partition(":")
+    pairs = []
+    for item in filter(None, macros.split(",")):
+        key, _, value = item.partition("=")
+        pairs.append((key, value or None))
+    return name, tuple(pairs)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kernel", required=True, choices=list(matmul.KERNELS))
+    p.add_argument("--shapes", default="8192x8192x8192", help="comma-separated MxNxK")
+    p.add_argument("--dtype", default=None, help="default: the kernel's first dtype")
+    p.add_argument("--stages", default=None, help="comma-separated stage counts (default: the kernel's)")
+    p.add_argument("--tile", default=None, help="BMxBN (default: the kernel's for the shape)")
+    p.add_argument("--splits", default=None, help="comma-separated splits of k (split_k kernels; default: chosen)")
+    p.add_argument("--variant", action="append", default=None, help="NAME[:MACRO=VALUE,...]; repeatable")
+    p.add_argument("--reps", type=int, default=10)
+    args = p.parse_args(argv)
+
+    import torch
+    from cuda.core import Device
+
+    rec = matmul.KERNELS[args.kernel]
+    dtype = args.dtype or rec.dtypes[0]
+    variants = [_variant(v) for v in (args.variant or ["base"])]
+    stages = [int(s) for s in args.stages.split(",")] if args.stages else [None]
+    tile = tuple(int(x) for x in args.tile.split("x")) if args.tile else None
+    facts = device.current()
+    s = Device(facts.device_id).create_stream()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"{facts.name}: {args.kernel} {dtype}", flush=True)
+    print(f"{'shape':>18} {'variant':>14} {'stages':>6} {'ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8} {'rel err':>8}")
+    with torch.cuda.stream(torch.cuda.ExternalStream(int(s.handle))):
+        for shape in args.shapes.split(","):
+            _shape(torch, shape, args, dtype, tile, stages, variants, facts, s)
+    return 0
+
+
+def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
+    """Every variant and stage count on one shape, after the same inputs' torch.matmul."""
+    m, n, k = (int(x) for x in shape.split("x"))
+    ops = gemm_bench._Operands(torch, m, n, k, dtype, facts.l2_bytes)
+    flops = 2 * m * n * k
+
+    def row(label, st, fn, err, ref_ms):
+        ms = median(time_ms(fn, s, warmup=3, reps=args.reps))
+        print(f"{shape:>18} {label:>14} {st if st else '-':>6} {ms:8.3f} {flops / ms / 1e9:8.0f} "
+              f"{100 * ref_ms / ms if ref_ms else 100:8.0f} {err:8.1e}", flush=True)
+        return ms
+
+    def cublas(i):
+        j = i % ops.sets
+        torch.matmul(ops.a[j], ops.b[j], out=ops.c[j])
+
+    ref_ms = row("cuBLAS", None, cublas, 0.0, 0)
+    splits = [int(x) for x in args.splits.split(",")] if args.splits else [None]
+    for name, defines, st, sp in ((v, d, st, sp) for v, d in variants for st in stages for sp in splits):
+        a = matmul.matrix(ops.a[0], "a", stream=s)
+        b = matmul.matrix(ops.b[0], "b", stream=s)
+        cfg = replace(matmul.configure(a, b, dtype, facts, kernel=args.kernel, stages=st, tile=tile),
+                      defines=defines)
+        cfg = replace(cfg, splits=sp) if sp else cfg
+
+        def run(i, cfg=cfg):
+            j = i % ops.sets
+            mats = (matmul.matrix(ops.a[j], "a", stream=s), matmul.matrix(ops.b[j], "b", stream=s))
+            matmul.launch(cfg, *mats, ops.c[j].data_ptr(), n, stream=s, facts=facts)
+
+        ops.c[0].fill_(float("nan"))
+        run(0)
+        s.sync()
+        err = ops.error()
+        label = f"{name} x{cfg.splits}" if cfg.splits > 1 else name
+        if not err < gemm_bench.TOLERANCE[dtype]:
+            print(f"{shape:>18} {label:>14} {cfg.stages:>6} WRONG: relative error {err:.2e}", flush=True)
+            continue
+        row(label, cfg.stages, run, err, ref_ms)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
