@@ -35,6 +35,7 @@ class GemmRow:
     tflops: float
     pct_cublas: float | None = None
     pct_peak: float | None = None
+    pct_ceiling: float | None = None  # of the measured peak of the kernel's instruction (mma.sync, FFMA)
     rel_error: float = 0.0
     samples_ms: list[float] = field(default_factory=list, repr=False)
 
@@ -44,6 +45,7 @@ class GemmBench:
     device: dict
     dtype: str
     rows: list[GemmRow]
+    ceilings: dict = field(default_factory=dict)  # instruction -> TFLOP/s measured in this run (bench.peaks)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -132,6 +134,10 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
     old_tf32 = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS fp32 on the CUDA cores, as simt
     rows: list[GemmRow] = []
+    from . import peaks
+
+    ceilings = peaks.measure(facts, s)
+    progress("instruction ceilings here: " + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in ceilings.items()))
     try:
         with torch.cuda.stream(torch_stream):
             for m, n, k in shapes:
@@ -142,13 +148,15 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
                     impl, config, st, err = t.case.tag
                     tflops = 2 * m * n * k / (t.ms * 1e-3) / 1e12
                     peak = facts.tensor_tflops if dtype != "float32" else facts.fp32_tflops
+                    instr = matmul.KERNELS[impl].ceiling if impl in matmul.KERNELS else None
                     rows.append(GemmRow(m, n, k, impl, config, st, t.ms, tflops, rel_error=err[0],
-                                        samples_ms=t.samples, pct_peak=100 * tflops / peak if peak else None))
+                                        samples_ms=t.samples, pct_peak=100 * tflops / peak if peak else None,
+                                        pct_ceiling=100 * tflops / ceilings[instr] if instr in ceilings else None))
                 del ops
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     _relative_to_cublas(rows)
-    return GemmBench(facts.as_dict(), dtype, rows)
+    return GemmBench(facts.as_dict(), dtype, rows, ceilings)
 
 
 def _case(label, impl, config, stages, fn, ops, dtype, stream) -> Case:
@@ -192,6 +200,9 @@ def summary(result: GemmBench) -> list[str]:
         parts = [f"{impl} {r.tflops:.0f}" + (f" ({r.pct_cublas:.0f}%)" if r.pct_cublas and impl != "cuBLAS" else "")
                  + (f" s{r.stages}" if r.stages else "") for impl, r in best.items()]
         lines.append(f"{shape[0]}x{shape[1]}x{shape[2]}: " + ", ".join(parts) + " TFLOP/s")
+    if result.ceilings:
+        lines.append("instruction ceilings measured in this run: "
+                     + ", ".join(f"{k} {v:.0f} TFLOP/s" for k, v in result.ceilings.items()))
     return lines
 
 

@@ -250,7 +250,8 @@ def cmd_gemm(args) -> int:
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),
-                                     ("pct_peak", "% peak", ".0f"), ("rel_error", "rel err", ".1e")]))
+                                     ("pct_peak", "% peak", ".0f"), ("pct_ceiling", "% instr", ".0f"),
+                                     ("rel_error", "rel err", ".1e")]))
     print()
     for line in gemm_bench.summary(result):
         print(line)

@@ -15,8 +15,8 @@
 // After a tile's last slice each consumer writes its accumulators to C (masked at the edges) while
 // the producer already loads the next tile.
 // Split k (splits > 1, for shapes of fewer tiles than SMs): a work unit is one tile's share of the k-
-// blocks; C is then an f32 workspace [splits][m][ldc] (OutT = float, ALIGN = 16) that
-// gemm_splitk.cu sums into the caller's C. setmaxnreg moves registers from the producer (40) to the
+// blocks; C is then an f32 workspace [splits][m][ldc] (OutT = float, ALIGN = 8: ordinary stores, which
+// compute-sanitizer's initcheck counts as writes, unlike TMA stores) that gemm_splitk.cu sums into C. setmaxnreg moves registers from the producer (40) to the
 // consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
 // blocks share A and B tiles in L2.
 // Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
@@ -25,8 +25,8 @@
 //   B: B_MN = 0: [BN][BK]
 //      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
 // Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128); A_MN = 1: dims (m, k),
-// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); C: dims (n, m,
-// splits), box (128 bytes, 64, 1); all 128B swizzle.
+// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); C (ALIGN 16):
+// dims (n, m), box (128 bytes, 64); all 128B swizzle.
 // Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
 // Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
 #include <asynccopy/mbarrier.cuh>
@@ -114,7 +114,7 @@ __device__ __forceinline__ void store_direct(const float (&acc)[BN / 2], OutT* c
 // warpgroup fills the other buffer. The TMA store clips the box at the matrix edges.
 template <class OutT, int BN>
 __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::TensorMap* map_c,
-                                          unsigned char* staging, int col0, int row0, int split, int t, int w,
+                                          unsigned char* staging, int col0, int row0, int t, int w,
                                           unsigned& stores)
 {
     constexpr int CW = 128 / int(sizeof(OutT));  // columns per chunk
@@ -144,8 +144,8 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
         ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
         ac::named_barrier_sync(1 + w, 128);
         if (t == 0) {
-            const int at[3] = {col0 + chunk * CW, row0, split};
-            ac::tensor_store<3>(map_c, at, buf);
+            const int at[2] = {col0 + chunk * CW, row0};
+            ac::tensor_store<2>(map_c, at, buf);
             ac::bulk_commit_group();
         }
     }
@@ -295,9 +295,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
         const int row0 = tm * BM + 64 * w;
         if constexpr (ALIGN == 16)
-            store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, split, t, w, stores);
+            store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
         else
-            store_direct<OutT, BN, ALIGN>(acc, c, ldc, m, n, row0, tn * BN, t);
+            store_direct<OutT, BN, ALIGN>(acc, c + static_cast<long long>(split) * m * ldc, ldc, m, n, row0, tn * BN, t);
     }
     if constexpr (ALIGN == 16) {
         if (t == 0) ac::bulk_wait_group<0>();  // the staging buffers stay alive until the last store is done
