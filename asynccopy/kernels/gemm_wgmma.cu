@@ -45,7 +45,11 @@ namespace {
 constexpr int BM = 128;           // rows of an output tile: 64 per consumer warpgroup
 constexpr int BK = 64;            // k per stage: one 128-byte swizzle span of 2-byte elements
 constexpr int CONSUMERS = 2;      // consumer warpgroups
-constexpr int GROUP_M = 8;        // tile-rows visited together (L2 reuse)
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_WGMMA_GROUP_M, the tile-rows visited together.
+#ifndef ASYNCCOPY_WGMMA_GROUP_M
+#define ASYNCCOPY_WGMMA_GROUP_M 8
+#endif
+constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
