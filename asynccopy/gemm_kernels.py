@@ -48,6 +48,10 @@ class GemmKernel:
     narrow_tiles: tuple[tuple[int, int], ...] | None = None  # the tiles it takes under 16-byte alignment
     split_k: bool = False  # can split k into work units (a persistent kernel's f32 partials, summed after)
     ceiling: str | None = None  # the instruction whose measured peak bounds it (bench.peaks), if not wgmma's
+    # per tile (in the order of `tiles`): its speed relative to the widest when every SM has one (the tile
+    # choice weighs it against the idle SMs of a last wave), and its stage count (None: as many as fit)
+    tile_speed: tuple[float, ...] | None = None
+    tile_stages: tuple[int | None, ...] | None = None
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
@@ -60,10 +64,22 @@ class GemmKernel:
         registers, and a pointer kernel's widest tile would spill."""
         return self.tiles if align >= 16 or self.narrow_tiles is None else self.narrow_tiles
 
-    def default_tile(self, n: int, align: int = 16) -> tuple[int, int]:
-        """The narrowest tile that covers n columns, else the widest."""
+    def default_tile(self, m: int, n: int, sms: int, align: int = 16) -> tuple[int, int]:
+        """The tile of least estimated time for an m x n output: the waves of tiles over the SMs, times
+        a tile's area over its relative speed (the first, narrowest tile on a tie)."""
         tiles = self.tiles_for(align)
-        return next((t for t in tiles if t[1] >= n), tiles[-1])
+        speed = dict(zip(self.tiles, self.tile_speed or (1.0,) * len(self.tiles)))
+
+        def cost(t):
+            waves = -(-(-(-m // t[0]) * -(-n // t[1])) // max(sms, 1))
+            return waves * t[0] * t[1] / speed[t]
+
+        return min(tiles, key=cost)
+
+    def default_stages(self, tile: tuple[int, int], fit: int) -> int:
+        """The tile's measured stage count where the record has one (within what fits), else all that fit."""
+        want = dict(zip(self.tiles, self.tile_stages or (None,) * len(self.tiles))).get(tile)
+        return min(fit, want or self.max_stages_default)
 
 
 def itemsize(dtype: str) -> int:
@@ -77,15 +93,16 @@ KERNELS: dict[str, GemmKernel] = {
                    "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
                    "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
                    ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
-                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True),
+                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.8, 1.0), tile_stages=(6, 3)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
-                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers", narrow_tiles=((128, 128),), ceiling="mma.sync"),
+                   ("LDGSTS", "LDSM", "HMMA"), 256, "pointers", narrow_tiles=((128, 128),), ceiling="mma.sync",
+                   tile_speed=(0.8, 1.0)),
         GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
                    "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
                    ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers",
-                   ceiling="FFMA"),
+                   ceiling="FFMA", tile_speed=(0.5, 1.0)),
     )
 }
 
@@ -103,6 +120,7 @@ class GemmConfig:
     # or of C (TMA kernels: 16 stores C with TMA)
     defines: tuple[tuple[str, object], ...] = ()  # the kernel's compile-time knobs (-D), for measuring variants
     splits: int = 1  # k split into this many ranges, each a work unit (split_k kernels; gemm_splitk.cu sums them)
+    l2_promotion: str = "none"  # the operand maps' L2 promotion (TMA kernels): none, 64B, 128B, 256B
 
     @property
     def record(self) -> GemmKernel:
@@ -135,11 +153,15 @@ class GemmConfig:
                              name_expressions=(self.name_expression(),), name=self.record.template)
 
 
-MIN_SPLIT_BLOCKS = 4  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
+MIN_SPLIT_BLOCKS = 8  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
 MAX_SPLITS = 16
 
 
 def split_count(tiles: int, k_blocks: int, sms: int) -> int:
-    """How many ranges of k to cut each output tile's work into: as many as keep every SM busy when the
-    tiles alone cannot (tiles x splits <= SMs), each range MIN_SPLIT_BLOCKS k-blocks or more."""
+    """How many ranges of k to cut each output tile's work into. Only where the tiles leave at least three
+    quarters of the SMs idle: on the H200 two splits of 64 tiles (128 x 8192 x 8192, 128 x 128 tiles) ran
+    13% slower than one, the f32 partials' round trip and the second launch costing more than the idle
+    SMs; splits then fill the SMs (tiles x splits <= SMs), each MIN_SPLIT_BLOCKS k-blocks or more."""
+    if 4 * tiles > sms:
+        return 1
     return max(1, min(sms // max(tiles, 1), k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLITS))

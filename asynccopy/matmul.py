@@ -64,11 +64,11 @@ def why_not(kernel: GemmKernel, a: Matrix, b: Matrix, facts) -> str | None:
     return None
 
 
-def _tile(rec: GemmKernel, tile, n: int, align: int) -> tuple[int, int]:
+def _tile(rec: GemmKernel, tile, m: int, n: int, align: int, sms: int) -> tuple[int, int]:
     """The caller's tile ((BM, BN), or BN where one tile has it) checked against the record, or the
-    default: the narrowest tile that covers n columns, else the widest."""
+    record's default for an m x n output on this many SMs."""
     if tile is None:
-        return rec.default_tile(n, align)
+        return rec.default_tile(m, n, sms, align)
     tiles = rec.tiles_for(align)
     names = ", ".join(f"{bm}x{bn}" for bm, bn in tiles)
     under = f" with operands {align}-byte aligned" if tiles != rec.tiles else ""
@@ -102,10 +102,10 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     rec = KERNELS[usable[0]]
     size = ITEMSIZE[a.dtype]
     align = alignment(a, b) if rec.operands == "pointers" else 16
-    bm, bn = _tile(rec, tile, b.cols, align)
+    bm, bn = _tile(rec, tile, a.rows, b.cols, align, facts.sm_count)
     fit = min(rec.max_stages((bm, bn), facts.smem_per_block_optin, size), rec.max_stages_default)
     if stages is None:
-        stages = fit
+        stages = rec.default_stages((bm, bn), fit)
     stages = check_int(stages, "stages", 1, 32)
     if stages > fit:
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes((bm, bn), size) // 1024} KiB (tile {bm} x {bn}) "
@@ -126,12 +126,13 @@ _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"
 
 
 @functools.lru_cache(maxsize=256)
-def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_outer: int, box_inner: int):
+def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_outer: int, box_inner: int,
+                l2_promotion: str = "none"):
     """The 128B-swizzled TMA map of a row-major [outer][inner] matrix (leading dimension ``lead``). A map
     holds only numbers (address, extents, strides, box), so one encoded for the same numbers is reused:
     repeated calls on the same buffers skip the validation and the driver's encode."""
     from cuda.core import Buffer
-    from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
+    from cuda.core._tensor_map import TensorMapDataType, TensorMapL2Promotion, TensorMapSwizzle
     from cuda.core.utils import StridedMemoryView
 
     from . import tensormap
@@ -140,18 +141,19 @@ def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_out
     if outer == 1:
         lead = -(-inner * size // 16) * 16 // size  # one row: its stride is never used, but must be legal
     spec = tensormap.TensorMapSpec(dtype, (inner, outer), (lead * size,), (box_inner, box_outer), swizzle="128B",
-                                   address=ptr)
+                                   l2_promotion=l2_promotion, address=ptr)
     tensormap.validate(spec, lint=False)
     nbytes = size * ((outer - 1) * lead + inner)
     view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=(outer, inner),
                                          strides=(lead, 1), dtype=np.dtype(f"uint{8 * size}"))
+    l2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[l2_promotion]
     return view.as_tensor_map(box_dim=(box_outer, box_inner), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
-                              swizzle=TensorMapSwizzle.SWIZZLE_128B)
+                              swizzle=TensorMapSwizzle.SWIZZLE_128B, l2_promotion=getattr(TensorMapL2Promotion, l2))
 
 
-def _operand_map(mtx: Matrix, box_outer: int, box_inner: int):
+def _operand_map(mtx: Matrix, box_outer: int, box_inner: int, l2_promotion: str = "none"):
     outer, inner = (mtx.rows, mtx.cols) if mtx.row_major else (mtx.cols, mtx.rows)
-    return _tensor_map(mtx.ptr, mtx.dtype, outer, inner, mtx.lead, box_outer, box_inner)
+    return _tensor_map(mtx.ptr, mtx.dtype, outer, inner, mtx.lead, box_outer, box_inner, l2_promotion)
 
 
 @functools.cache
@@ -186,8 +188,9 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     m, k, n = a.rows, a.cols, b.cols
     rec = cfg.record
     bm, bn = cfg.tile
-    map_a = _operand_map(a, 64, 64) if cfg.a_mn else _operand_map(a, bm, rec.bk)
-    map_b = _operand_map(b, 64, 64) if cfg.b_mn else _operand_map(b, bn, rec.bk)
+    l2 = cfg.l2_promotion
+    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, bm, rec.bk, l2)
+    map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, bn, rec.bk, l2)
     splits, ws = cfg.splits, None
     if splits > 1:
         from cuda.core import Device
@@ -200,7 +203,13 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
         map_c, c_arg, ld_arg = map_a, int(ws.handle), ldw
     else:
         size = ITEMSIZE[cfg.out_dtype]
-        kcfg = replace(cfg, align=align(c_ptr, ldc * size if m > 1 else 16), splits=1)
+        c_align = align(c_ptr, ldc * size if m > 1 else 16)
+        if c_align == 16 and (n * size) % 16:
+            # a TMA store of a box that reaches a row's end writes on to the next 16-byte boundary (seen on
+            # the H200: a 301-column bf16 C got zeros in its padding columns 301..303): C from the
+            # registers then, in pairs
+            c_align = 8
+        kcfg = replace(cfg, align=c_align, splits=1)
         # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
         map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if kcfg.align == 16 else map_a
         c_arg, ld_arg = c_ptr, ldc

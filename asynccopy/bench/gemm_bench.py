@@ -64,7 +64,7 @@ class _Operands:
 
     def __init__(self, torch, m, n, k, dtype, l2_bytes):
         tdt = getattr(torch, dtype)
-        self.n = n
+        self.m, self.n = m, n
         per_set = tdt.itemsize * (m * k + k * n + m * n)
         sets = min(256, math.ceil(3 * l2_bytes / per_set) + 1) if per_set < 3 * l2_bytes else 1
         self.a = [torch.randn(m, k, device="cuda").to(tdt) for _ in range(sets)]
@@ -107,7 +107,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
     size = matmul.itemsize(dtype)
     for name in kernels:
         rec = matmul.KERNELS[name]
-        tile = rec.default_tile(ops.n)
+        tile = rec.default_tile(ops.m, ops.n, facts.sm_count)
         fit = min(rec.max_stages(tile, facts.smem_per_block_optin, size), rec.max_stages_default)
         for st in stages or (None,):
             if st is not None and st > fit:

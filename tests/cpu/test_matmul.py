@@ -72,7 +72,8 @@ def test_operands_are_checked_against_each_other():
 def test_configuration_defaults_and_limits():
     a, b = _m(1000, 512), _m(512, 3000)
     cfg = matmul.configure(a, b, "bfloat16", H200)
-    assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 4, False, True)
+    # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile at its measured 3 stages
+    assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 3, False, True)
     narrow = matmul.configure(a, _m(512, 100, row_major=False, lead=512), "bfloat16", H200)
     # 6 stages of 32 KiB + 32 KiB of C staging + 2 KiB fit 227 KiB; a 7th does not
     assert (narrow.tile_n, narrow.stages, narrow.b_mn) == (128, 6, False)
@@ -109,8 +110,19 @@ def test_the_first_kernel_that_can_take_the_operands_is_chosen():
     assert (odd.kernel, odd.align) == ("mma", 2)
     f32 = matmul.configure(_m(64, 32, dtype="float32"), _m(32, 16, dtype="float32"), "float32", H200)
     assert (f32.kernel, f32.tile, f32.align) == ("simt", (64, 64), 16)
+    # 300 x 300: 25 tiles of 64 x 64 keep more SMs busy than 9 of 128 x 128; 4096 x 4096 fills every SM either way
     assert matmul.configure(_m(300, 32, dtype="float32"), _m(32, 300, dtype="float32"), "float32",
+                            H200).tile == (64, 64)
+    assert matmul.configure(_m(4096, 32, dtype="float32"), _m(32, 4096, dtype="float32"), "float32",
                             H200).tile == (128, 128)
+
+
+def test_the_default_tile_weighs_idle_sms_against_the_wide_tiles_speed():
+    rec = matmul.KERNELS["wgmma"]
+    assert rec.default_tile(128, 8192, 132) == (128, 128)  # 64 narrow tiles in one wave, not 32 wide ones
+    assert rec.default_tile(1024, 1024, 132) == (128, 128)
+    assert rec.default_tile(8192, 8192, 132) == (128, 256)  # full waves either way: the faster tile
+    assert rec.default_tile(100, 100, 132) == (128, 128)  # one tile either way: the smaller
 
 
 def test_layouts_name_their_majors():

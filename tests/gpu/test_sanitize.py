@@ -97,7 +97,7 @@ def test_stas_ring(via):
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma", "simt"])
 @pytest.mark.parametrize("ldc", [136, 137])  # C rows 544 bytes apart (TMA stores) and 548 (register stores)
-@pytest.mark.parametrize("k", [72, 520])  # 520: wgmma splits k in two (two tiles, 9 k-blocks) and sums
+@pytest.mark.parametrize("k", [72, 1000])  # 1000: wgmma splits k in two (4 tiles, 16 k-blocks) and sums
 def test_gemm(cupy, facts, kernel, ldc, k):
     from asynccopy import matmul
 
