@@ -52,6 +52,9 @@ class GemmKernel:
     # choice weighs it against the idle SMs of a last wave), and its stage count (None: as many as fit)
     tile_speed: tuple[float, ...] | None = None
     tile_stages: tuple[int | None, ...] | None = None
+    # a -D macro that asks the compiler for two blocks per SM (at most 128 registers a thread): taken
+    # where the kernel then needs no local memory (some layouts spill a few words under that cap)
+    two_blocks_knob: str | None = None
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
@@ -102,7 +105,7 @@ KERNELS: dict[str, GemmKernel] = {
         GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
                    "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
                    ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers",
-                   ceiling="FFMA", tile_speed=(0.5, 1.0)),
+                   ceiling="FFMA", tile_speed=(0.5, 1.0), two_blocks_knob="ASYNCCOPY_SIMT_MIN_BLOCKS=2"),
     )
 }
 

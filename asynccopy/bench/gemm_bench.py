@@ -87,10 +87,15 @@ def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
     return tuple(name for name in (kernels or matmul.KERNELS) if dtype in matmul.KERNELS[name].dtypes)
 
 
-def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts):
-    """(impl, config, stage count, run(i)) of every implementation and stage count on one shape."""
+def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts, tuned=None):
+    """(impl, config, stage count, run(i)) of every implementation and stage count on one shape; with
+    ``tuned`` (a gemm_tune.TuneResult), asynccopy.gemm on the record it just kept as well."""
     out = [("cuBLAS", "torch.matmul" + (", TF32 off" if dtype == "float32" else ""), None,
             lambda i: torch.matmul(ops.a[i], ops.b[i], out=ops.c[i]))]
+    if tuned is not None:
+        t = tuned.best
+        out.append(("tuned", f"{t.kernel} {t.tile[0]}x{t.tile[1]}" + (f" x{t.splits}" if t.splits > 1 else ""),
+                    t.stages, lambda i: matmul.gemm(ops.a[i], ops.b[i], out=ops.c[i], stream=stream)))
     from . import triton_gemm
 
     if dtype != "float32" and triton_gemm.available() is None:
@@ -119,9 +124,10 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
 
 
 def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
-        warmup: int = 5, progress=default_progress) -> GemmBench:
+        warmup: int = 5, tune: bool = False, progress=default_progress) -> GemmBench:
     """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
-    implementations that take one (None: each kernel's default; Triton at each of triton_gemm.STAGES)."""
+    implementations that take one (None: each kernel's default; Triton at each of triton_gemm.STAGES);
+    ``tune``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too."""
     if dtype not in matmul.DTYPES:
         raise ArgumentError(f"dtype must be one of {', '.join(matmul.DTYPES)}, got {dtype!r}")
     kernels = kernels_for(dtype, kernels)
@@ -141,9 +147,15 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
     try:
         with torch.cuda.stream(torch_stream):
             for m, n, k in shapes:
+                tuned = None
+                if tune:
+                    from . import gemm_tune
+
+                    tuned = gemm_tune.tune(m, n, k, dtype, kernels=kernels, reps=max(3, reps // 2), progress=progress)
                 ops = _Operands(torch, m, n, k, dtype, facts.l2_bytes)
+                impls = _implementations(torch, ops, dtype, kernels, stages, s, facts, tuned)
                 cases = [_case(f"{m}x{n}x{k} {impl}" + (f" s{st}" if st else ""), impl, config, st, fn, ops, dtype, s)
-                         for impl, config, st, fn in _implementations(torch, ops, dtype, kernels, stages, s, facts)]
+                         for impl, config, st, fn in impls]
                 for t in sweep(cases, s, warmup=warmup, reps=reps, progress=progress):
                     impl, config, st, err = t.case.tag
                     tflops = 2 * m * n * k / (t.ms * 1e-3) / 1e12

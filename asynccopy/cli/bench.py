@@ -89,6 +89,8 @@ def _add_gemm(suites) -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape")
+    p.add_argument("--tune", action="store_true",
+                   help="tune each shape first (asynccopy.gemm.tune: the record is kept in the cache directory)")
     common.add_output_flags(p)
     p.set_defaults(fn=cmd_gemm)
 
@@ -246,7 +248,7 @@ def cmd_gemm(args) -> int:
         common.check_png(args.png)
     common.check_outputs(args)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=args.stages, reps=args.reps,
-                            warmup=args.warmup)
+                            warmup=args.warmup, tune=args.tune)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),

@@ -12,8 +12,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "asynccopy"
 LAYERS = [
     ("entry", ["__init__", "__main__", "cli"]),
     ("bench", ["bench"]),
-    ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "matmul", "gemm_kernels",
-                    "attention", "sanitize"]),
+    ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "matmul",
+                    "gemm_kernels", "tuning", "attention", "sanitize"]),
     ("model", ["model"]),
     ("runtime", ["build", "toolchain", "arrays", "matrix", "buffers", "plotting"]),
     ("device", ["device", "dtypes"]),

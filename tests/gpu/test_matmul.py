@@ -172,3 +172,22 @@ def test_few_tiles_split_k(facts):
     # 128 x 8192 x 8192 is 32 tiles of 128 x 256: four splits of k keep 128 of the 132 SMs busy
     assert matmul.split_count(32, 128, 132) == 4
     assert matmul.split_count(400, 128, 132) == 1 and matmul.split_count(1, 3, 132) == 1
+
+
+@pytest.mark.cc(9, 0)
+def test_tune_keeps_the_fastest_candidate_and_gemm_uses_it(torch, facts, tmp_path, monkeypatch):
+    from asynccopy import tuning
+
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    result = asynccopy.gemm.tune(384, 640, 512, "bfloat16", kernels=["wgmma"], reps=3, warmup=1)
+    assert result.best.ms == min(t.ms for t in result.trials) and len(result.trials) >= 8
+    assert {t.stages for t in result.trials} >= {1, 2, 3} and {t.tile for t in result.trials} == {(128, 128), (128, 256)}
+    tuning._known.clear()  # read back from the file, as a new process would
+    a = torch.randn(400, 520, device="cuda", dtype=torch.bfloat16)  # the same shape class
+    b = torch.randn(520, 600, device="cuda", dtype=torch.bfloat16)
+    ma, mb = (matmul.matrix(x, "x", stream=asynccopy.arrays.resolve_stream(None, x)) for x in (a, b))
+    cfg = matmul.configure(ma, mb, "bfloat16", facts)
+    assert (cfg.tile, cfg.stages, cfg.splits) == (result.best.tile, result.best.stages, result.best.splits)
+    c = asynccopy.gemm(a, b)
+    ref = a.double() @ b.double()
+    assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["bfloat16"]

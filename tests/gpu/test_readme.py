@@ -18,6 +18,7 @@ SMALL = {
     "bench stream": ["--quick", "--mechanisms", "sync,ldgsts,tma_2d", "--size-mib", "16"],
     "bench stas": ["--cluster-sizes", "2", "--message-bytes", "4096", "--reps", "2"],
     "bench chunks": ["--chunks", "4096", "--size-mib", "16", "--reps", "2"],
+    "bench gemm": ["--shapes", "256x512x320", "--reps", "2", "--warmup", "1"],
 }
 
 

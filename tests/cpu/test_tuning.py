@@ -1,0 +1,86 @@
+"""GEMM tuning records without a GPU: shape classes, keys, the file (kept, reread, damaged), and
+asynccopy.gemm's configuration following a record only where its kernel can take the operands."""
+
+import json
+
+import pytest
+
+import asynccopy
+from asynccopy import device, matmul, tuning
+from asynccopy.errors import ArgumentError
+from asynccopy.matmul import Matrix
+
+H200 = device.lookup("H200")
+
+
+def _m(rows, cols, *, dtype="bfloat16", ptr=1 << 30):
+    return Matrix(None, ptr, rows, cols, cols, 1, dtype, 0)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_shape_class_is_each_extents_power_of_two_bucket():
+    assert tuning.shape_class(1, 2, 3) == (0, 1, 2)
+    assert tuning.shape_class(513, 1000, 1024) == (10, 10, 10)
+    assert tuning.shape_class(1025, 8192, 8193) == (11, 13, 14)
+    assert tuning.layout_of(False, True) == "nn" and tuning.layout_of(True, False) == "tt"
+    assert tuning.key(H200, "bfloat16", "nt", 1000, 1024, 600) == "H200|cc90|bfloat16|nt|m10n10k10"
+
+
+def test_a_record_is_kept_in_the_cache_directory_and_read_back(cache):
+    entry = tuning.key(H200, "bfloat16", "nn", 4096, 4096, 4096)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 5, "splits": 1})
+    on_disk = json.loads((cache / tuning.FILE).read_text())
+    assert on_disk[entry]["stages"] == 5
+    tuning._known.clear()  # a new process
+    assert tuning.lookup(H200, "bfloat16", False, True, 4000, 3000, 2100) == on_disk[entry]
+    assert tuning.lookup(H200, "float16", False, True, 4000, 3000, 2100) is None
+
+
+def test_a_damaged_file_is_no_record(cache):
+    (cache / tuning.FILE).write_text("{not json")
+    tuning._known.clear()
+    assert tuning.records() == {}
+    tuning.save("k", {"kernel": "wgmma"})  # and tuning again rewrites it
+    assert json.loads((cache / tuning.FILE).read_text()) == {"k": {"kernel": "wgmma"}}
+
+
+def test_gemm_follows_a_record_only_where_it_fits(cache):
+    a, b = _m(4096, 4096), _m(4096, 4096)
+    default = matmul.configure(a, b, "bfloat16", H200)
+    assert (default.tile, default.stages) == ((128, 256), 3)
+    entry = tuning.key(H200, "bfloat16", "nn", 4096, 4096, 4096)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 5, "splits": 1})
+    tuned = matmul.configure(a, b, "bfloat16", H200)
+    assert (tuned.kernel, tuned.tile, tuned.stages) == ("wgmma", (128, 128), 5)
+    # the caller's own choice wins over the record
+    assert matmul.configure(a, b, "bfloat16", H200, stages=2).tile == (128, 256)
+    # a record that cannot be taken here (7 stages of 48 KiB do not fit; a kernel that takes no bf16) is ignored
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 7, "splits": 1})
+    assert matmul.configure(a, b, "bfloat16", H200).stages == 3
+    tuning.save(entry, {"kernel": "simt", "tile": [128, 128], "stages": 3})
+    assert matmul.configure(a, b, "bfloat16", H200).kernel == "wgmma"
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 4, "splits": 8})
+    assert matmul.configure(a, b, "bfloat16", H200).splits == 8
+
+
+def test_without_a_cache_directory_records_last_for_the_process(monkeypatch):
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", "off")
+    tuning.save("only-here", {"kernel": "mma"})
+    assert tuning.records()["only-here"] == {"kernel": "mma"}
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((0, 8, 8), {}, r"m must be in \[1, 1048576\], got 0"),
+    ((8, 8, 8, "int8"), {}, r"dtype must be one of bfloat16, float16, float32, got 'int8'"),
+    ((8, 8, 8), {"layout": "xx"}, r"layout must be one of nn, nt, tn, tt, got 'xx'"),
+    ((8, 8, 8), {"kernels": ["dma"]}, r"unknown GEMM kernel 'dma'"),
+    ((8, 8, 8), {"reps": 0}, r"reps must be in \[1, 100000\], got 0"),
+])
+def test_tune_names_a_bad_argument_before_looking_for_a_gpu(args, kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        asynccopy.gemm.tune(*args, **kwargs)
