@@ -183,8 +183,9 @@ def test_tune_keeps_the_fastest_candidate_and_gemm_uses_it(torch, facts, tmp_pat
     assert result.best.ms == min(t.ms for t in result.trials) and len(result.trials) >= 8
     assert {t.stages for t in result.trials} >= {1, 2, 3} and {t.tile for t in result.trials} == {(128, 128), (128, 256)}
     tuning._known.clear()  # read back from the file, as a new process would
-    a = torch.randn(400, 520, device="cuda", dtype=torch.bfloat16)  # the same shape class
-    b = torch.randn(520, 600, device="cuda", dtype=torch.bfloat16)
+    # the same shape class (257-512, 513-1024, 257-512), rows 16-byte aligned so that wgmma can take it
+    a = torch.randn(400, 504, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(504, 600, device="cuda", dtype=torch.bfloat16)
     ma, mb = (matmul.matrix(x, "x", stream=asynccopy.arrays.resolve_stream(None, x)) for x in (a, b))
     cfg = matmul.configure(ma, mb, "bfloat16", facts)
     assert (cfg.tile, cfg.stages, cfg.splits) == (result.best.tile, result.best.stages, result.best.splits)
