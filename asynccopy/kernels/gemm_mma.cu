@@ -39,6 +39,7 @@
 // Constraints: sm_80+; T bf16 or f16; BM = 128, BN = 128 or 256; m, n >= 1 (k = 0 stores zeros, though
 // asynccopy.gemm zeroes C itself then); the ALIGN the caller computed must hold for a, b, lda, ldb.
 // Run: asynccopy.gemm(a, b, kernel="mma") or `asynccopy bench gemm`.
+#include <asynccopy/gemm.cuh>
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/mma.cuh>
 #include <asynccopy/pipeline.cuh>
@@ -69,40 +70,6 @@ constexpr int THREADS = 256;
 constexpr int WARPS_M = 2;   // the block's 8 warps as a 2 x 4 grid over the output tile
 constexpr int WARPS_N = 4;
 constexpr int GROUP_M = 8;   // tile-rows visited together (L2 reuse)
-
-template <class OutT>
-__device__ __forceinline__ OutT from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-
-// Two adjacent outputs (x at the lower address) in one store.
-__device__ __forceinline__ void store_pair(float* p, float x, float y)
-{
-    *reinterpret_cast<float2*>(p) = make_float2(x, y);
-}
-__device__ __forceinline__ void store_pair(__nv_bfloat16* p, float x, float y)
-{
-    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x, y);
-}
-__device__ __forceinline__ void store_pair(__half* p, float x, float y)
-{
-    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x, y);
-}
-
-// Output tile `tile` of a tiles_m x tiles_n grid, visited in groups of GROUP_M tile-rows.
-__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn)
-{
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = tile / per_group * GROUP_M;
-    const int size_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-    const int in_group = tile % per_group;
-    tm = first_m + in_group % size_m;
-    tn = in_group / size_m;
-}
 
 // The byte offset of byte `col_byte` of row `row` in a shared tile of rows of ROW_BYTES bytes whose
 // 16-byte chunks are XOR-swizzled per row.
@@ -312,7 +279,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
     int tm, tn;
-    tile_coords(static_cast<int>(blockIdx.x), tiles_m, tiles_n, tm, tn);
+    ac::grouped_tile<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n, tm, tn);
     OpA opa{a, lda, A_MN ? k : m, A_MN ? m : k, tm * BM, {}};
     OpB opb{b, ldb, B_MN ? k : n, B_MN ? n : k, tn * BN, {}};
 
@@ -408,10 +375,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                 const int col = col0 + 8 * ni;
                 const float x = acc[mi][ni][2 * h], y = acc[mi][ni][2 * h + 1];
                 if (pairs && col + 1 < n) {
-                    store_pair(crow + col, x, y);
+                    ac::store_pair(crow + col, x, y);
                 } else {
-                    if (col < n) crow[col] = from_float<OutT>(x);
-                    if (col + 1 < n) crow[col + 1] = from_float<OutT>(y);
+                    if (col < n) crow[col] = ac::from_float<OutT>(x);
+                    if (col + 1 < n) crow[col + 1] = ac::from_float<OutT>(y);
                 }
             }
         }

@@ -65,6 +65,7 @@
 // Constraints: sm_80+; 256 threads; (BM, BN) in {(64, 64), (128, 128)}; ALIGN in {4, 8, 16} divides
 // the MN-major operands' base addresses and leading-dimension bytes; grid = ceil(m / BM) * ceil(n / BN).
 // Run: asynccopy.gemm(a, b, kernel="simt") (a, b float32).
+#include <asynccopy/gemm.cuh>
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/pipeline.cuh>
 
@@ -95,12 +96,11 @@ struct is_f32<float> {
     static constexpr bool value = true;
 };
 
-// f32 → OutT: one value, and four adjacent ones with one vector store (16 bytes for f32, 8 for 16-bit).
+// f32 → OutT: four adjacent values with one vector store (16 bytes for f32, 8 for 16-bit).
 template <class OutT>
 struct Out;
 template <>
 struct Out<float> {
-    static __device__ __forceinline__ float one(float v) { return v; }
     static __device__ __forceinline__ void four(float* p, float x, float y, float z, float w)
     {
         *reinterpret_cast<float4*>(p) = make_float4(x, y, z, w);
@@ -108,7 +108,6 @@ struct Out<float> {
 };
 template <>
 struct Out<__half> {
-    static __device__ __forceinline__ __half one(float v) { return __float2half_rn(v); }
     static __device__ __forceinline__ unsigned pair(float x, float y)
     {
         return static_cast<unsigned>(__half_as_ushort(__float2half_rn(x))) |
@@ -121,7 +120,6 @@ struct Out<__half> {
 };
 template <>
 struct Out<__nv_bfloat16> {
-    static __device__ __forceinline__ __nv_bfloat16 one(float v) { return __float2bfloat16_rn(v); }
     static __device__ __forceinline__ unsigned pair(float x, float y)
     {
         return static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(x))) |
@@ -132,17 +130,6 @@ struct Out<__nv_bfloat16> {
         *reinterpret_cast<uint2*>(p) = make_uint2(pair(x, y), pair(z, w));
     }
 };
-
-// Output tile `tile` of a tiles_m x tiles_n grid, visited in groups of GROUP_M tile-rows.
-__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn)
-{
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = tile / per_group * GROUP_M;
-    const int size_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-    const int in_group = tile % per_group;
-    tm = first_m + in_group % size_m;
-    tn = in_group / size_m;
-}
 
 // Where element (kk, mn) of a [BK][BMN] tile lives, as a float offset into the dynamic shared memory:
 // `at` is the tile's offset (a multiple of 32 floats) plus mn. SWZ (K-major operands): bits 2..4 of
@@ -287,7 +274,7 @@ __global__ void __launch_bounds__(THREADS, ASYNCCOPY_SIMT_MIN_BLOCKS)
 
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
     int tm, tn;
-    tile_coords(static_cast<int>(blockIdx.x), tiles_m, tiles_n, tm, tn);
+    ac::grouped_tile<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n, tm, tn);
     const int m0 = tm * BM, n0 = tn * BN;
     const int t = static_cast<int>(threadIdx.x);
     const int warp = t / 32, lane = t % 32;
@@ -376,7 +363,7 @@ __global__ void __launch_bounds__(THREADS, ASYNCCOPY_SIMT_MIN_BLOCKS)
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
-                    if (j < left) p[j] = Out<OutT>::one(acc[i][4 * h + j]);
+                    if (j < left) p[j] = ac::from_float<OutT>(acc[i][4 * h + j]);
             }
         }
     }

@@ -10,21 +10,9 @@
 // Memory-bound: splits x m x n x 4 bytes read, m x n x sizeof(OutT) written.
 // Constraints: ldw >= n, ldw % 4 == 0, split_stride % 4 == 0, ws 16-byte aligned.
 // Run: asynccopy.gemm(a, b) on a shape with fewer output tiles than SMs (asynccopy.matmul launches it).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <asynccopy/gemm.cuh>
 
-namespace {
-
-template <class OutT>
-__device__ __forceinline__ OutT from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-
-}  // namespace
+namespace ac = asynccopy;
 
 template <class OutT>
 __global__ void gemm_splitk_sum(const float* __restrict__ ws, long long split_stride, long long ldw, int splits,
@@ -50,6 +38,6 @@ __global__ void gemm_splitk_sum(const float* __restrict__ ws, long long split_st
         OutT* q = c + row * ldc + col;
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-            if (col + j < n) q[j] = from_float<OutT>(out[j]);
+            if (col + j < n) q[j] = ac::from_float<OutT>(out[j]);
     }
 }

@@ -29,6 +29,7 @@
 // dims (n, m), box (128 bytes, 64); all 128B swizzle.
 // Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
 // Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
+#include <asynccopy/gemm.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tma.cuh>
@@ -53,28 +54,6 @@ constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together 
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
-template <class OutT>
-struct Pair;  // two adjacent outputs, stored as one
-template <>
-struct Pair<__nv_bfloat16> {
-    using type = __nv_bfloat162;
-};
-template <>
-struct Pair<__half> {
-    using type = __half2;
-};
-template <class OutT>
-using OutT2 = typename Pair<OutT>::type;
-
-template <class OutT>
-__device__ __forceinline__ OutT from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-
 constexpr int EPI_BUF = 64 * 128;  // bytes of one staging buffer of C: 64 rows of 128 bytes
 
 // Register i of consumer thread t (0..127) after m64nNk16 holds C row 16 (t / 32) + (t % 32) / 4 + 8 ((i >> 1) & 1),
@@ -97,17 +76,10 @@ __device__ __forceinline__ void store_direct(const float (&acc)[BN / 2], OutT* c
         if (row >= m) continue;
         OutT* p = c + static_cast<long long>(row) * ldc + col;
         if (PAIRS && col + 1 < n) {
-            if constexpr (sizeof(OutT) == 4) {
-                *reinterpret_cast<float2*>(p) = make_float2(acc[i], acc[i + 1]);
-            } else {
-                OutT2<OutT> v;
-                v.x = from_float<OutT>(acc[i]);
-                v.y = from_float<OutT>(acc[i + 1]);
-                *reinterpret_cast<OutT2<OutT>*>(p) = v;
-            }
+            ac::store_pair(p, acc[i], acc[i + 1]);
         } else {
-            if (col < n) p[0] = from_float<OutT>(acc[i]);
-            if (col + 1 < n) p[1] = from_float<OutT>(acc[i + 1]);
+            if (col < n) p[0] = ac::from_float<OutT>(acc[i]);
+            if (col + 1 < n) p[1] = ac::from_float<OutT>(acc[i + 1]);
         }
     }
 }
@@ -136,14 +108,7 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
             const int row = rr + 8 * ((j >> 1) & 1);
             const int byte = (8 * (j >> 2) + 2 * (lane % 4)) * int(sizeof(OutT));  // within the 128-byte row
             unsigned char* p = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
-            if constexpr (sizeof(OutT) == 4) {
-                *reinterpret_cast<float2*>(p) = make_float2(acc[i], acc[i + 1]);
-            } else {
-                OutT2<OutT> v;
-                v.x = from_float<OutT>(acc[i]);
-                v.y = from_float<OutT>(acc[i + 1]);
-                *reinterpret_cast<OutT2<OutT>*>(p) = v;
-            }
+            ac::store_pair(reinterpret_cast<OutT*>(p), acc[i], acc[i + 1]);
         }
         ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
         ac::named_barrier_sync(1 + w, 128);
@@ -155,17 +120,6 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
     }
 }
 
-// Output tile `tile` of a tiles_m x tiles_n grid, visited in groups of GROUP_M tile-rows.
-__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn)
-{
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = tile / per_group * GROUP_M;
-    const int size_m = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-    const int in_group = tile % per_group;
-    tm = first_m + in_group % size_m;
-    tn = in_group / size_m;
-}
-
 // Work unit u of tiles x splits: output tile u % tiles (in the grouped order) and its k-blocks
 // [kb0, kb1), the (u / tiles)-th of `splits` near-equal ranges of the k_blocks (splits <= k_blocks: none
 // is empty).
@@ -173,7 +127,7 @@ __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int t
                                             int& tm, int& tn, int& kb0, int& kb1)
 {
     const int split = u / tiles;
-    tile_coords(u - split * tiles, tiles_m, tiles_n, tm, tn);
+    ac::grouped_tile<GROUP_M>(u - split * tiles, tiles_m, tiles_n, tm, tn);
     kb0 = static_cast<int>(static_cast<long long>(split) * k_blocks / splits);
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
 }
