@@ -22,8 +22,8 @@ class GemmKernel:
 
     Every kernel is ``template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>``
     (T, OutT: __nv_bfloat16 / __half / float; A_MN: A is column-major; B_MN: B is row-major). Its
-    arguments are either two TMA maps (``operands="tma"``: map_a, map_b, c, m, n, k, ldc) or pointers
-    (``"pointers"``: a, lda, b, ldb, c, ldc, m, n, k). ALIGN is the power of two (16 at most) that divides
+    arguments are either TMA maps (``operands="tma"``: map_a, map_b, map_c, c, m, n, k, ldc, splits) or
+    pointers (``"pointers"``: a, lda, b, ldb, c, ldc, m, n, k). ALIGN is the power of two (16 at most) that divides
     the addresses and leading dimensions in bytes of both operands (pointer kernels: the copy width) or of
     C (TMA kernels: 16 stores C with TMA through shared memory, less writes it from the registers). A
     tile-per-block kernel is launched on one block per output tile; a persistent one on min(tiles, SMs).
@@ -35,7 +35,7 @@ class GemmKernel:
     template: str
     min_cc: tuple[int, int]
     dtypes: tuple[str, ...]
-    tiles: tuple[tuple[int, int], ...]  # (BM, BN) choices; the last is the default for wide outputs
+    tiles: tuple[tuple[int, int], ...]  # (BM, BN) choices, narrowest first (default_tile weighs them)
     bk: int
     sass: tuple[str, ...]  # opcodes its cubin must hold
     threads: int

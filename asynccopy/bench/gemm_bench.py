@@ -15,7 +15,10 @@ from dataclasses import asdict, dataclass, field
 
 from .. import device, matmul
 from ..errors import ArgumentError, AsyncCopyError
+from .gemm_tune import kernels_for, tune
 from .harness import Case, Skip, default_progress, sweep
+
+__all__ = ["kernels_for", "run", "summary", "plot"]
 
 DEFAULT_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (16384, 16384, 16384), (128, 8192, 8192), (8192, 8192, 1024), (16384, 1024, 8192),
@@ -77,16 +80,6 @@ class _Operands:
         return ((self.c[0].double() - self.ref).norm() / self.ref.norm().clamp_min(1e-30)).item()
 
 
-def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
-    """The asynccopy kernels asked for (default: every one) that multiply ``dtype``."""
-    for name in kernels or ():
-        if name not in matmul.KERNELS:
-            raise ArgumentError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(matmul.KERNELS)}")
-        if dtype not in matmul.KERNELS[name].dtypes:
-            raise ArgumentError(f"GEMM kernel {name!r} takes {', '.join(matmul.KERNELS[name].dtypes)}, not {dtype}")
-    return tuple(name for name in (kernels or matmul.KERNELS) if dtype in matmul.KERNELS[name].dtypes)
-
-
 def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts, tuned=None):
     """(impl, config, stage count, run(i)) of every implementation and stage count on one shape; with
     ``tuned`` (a gemm_tune.TuneResult), asynccopy.gemm on the record it just kept as well."""
@@ -124,10 +117,10 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
 
 
 def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
-        warmup: int = 5, tune: bool = False, progress=default_progress) -> GemmBench:
+        warmup: int = 5, tuning: bool = False, progress=default_progress) -> GemmBench:
     """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
     implementations that take one (None: each kernel's default; Triton at each of triton_gemm.STAGES);
-    ``tune``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too."""
+    ``tuning``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too."""
     if dtype not in matmul.DTYPES:
         raise ArgumentError(f"dtype must be one of {', '.join(matmul.DTYPES)}, got {dtype!r}")
     kernels = kernels_for(dtype, kernels)
@@ -148,10 +141,8 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
         with torch.cuda.stream(torch_stream):
             for m, n, k in shapes:
                 tuned = None
-                if tune:
-                    from . import gemm_tune
-
-                    tuned = gemm_tune.tune(m, n, k, dtype, kernels=kernels, reps=max(3, reps // 2), progress=progress)
+                if tuning:
+                    tuned = tune(m, n, k, dtype, kernels=kernels, reps=max(3, reps // 2), progress=progress)
                 ops = _Operands(torch, m, n, k, dtype, facts.l2_bytes)
                 impls = _implementations(torch, ops, dtype, kernels, stages, s, facts, tuned)
                 cases = [_case(f"{m}x{n}x{k} {impl}" + (f" s{st}" if st else ""), impl, config, st, fn, ops, dtype, s)

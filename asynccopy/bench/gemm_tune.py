@@ -12,9 +12,19 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
-from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, split_count
+from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count
 from ..matmul import check_operands, configure, launch, matrix, why_not
 from .harness import median, time_ms
+
+
+def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
+    """The asynccopy kernels asked for (default: every one) that multiply ``dtype``."""
+    for name in kernels or ():
+        if name not in KERNELS:
+            raise ArgumentError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(KERNELS)}")
+        if dtype not in KERNELS[name].dtypes:
+            raise ArgumentError(f"GEMM kernel {name!r} takes {', '.join(KERNELS[name].dtypes)}, not {dtype}")
+    return tuple(name for name in (kernels or KERNELS) if dtype in KERNELS[name].dtypes)
 
 
 @dataclass
@@ -46,7 +56,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
             continue
         first = configure(a, b, base.out_dtype, facts, kernel=name)
         for tile in rec.tiles_for(first.align):
-            fit = min(rec.max_stages(tile, facts.smem_per_block_optin, rec_size(base.dtype)), rec.max_stages_default)
+            fit = min(rec.max_stages(tile, facts.smem_per_block_optin, itemsize(base.dtype)), rec.max_stages_default)
             splits = {1}
             if rec.split_k:
                 s = split_count(-(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk), facts.sm_count)
@@ -55,10 +65,6 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                 for sp in sorted(splits):
                     out.append(replace(first, tile=tile, stages=stages, splits=sp))
     return out
-
-
-def rec_size(dtype: str) -> int:
-    return 4 if dtype == "float32" else 2
 
 
 def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn", out_dtype: str | None = None,
@@ -71,10 +77,7 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
         raise ArgumentError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if layout not in tuning.LAYOUTS:
         raise ArgumentError(f"layout must be one of {', '.join(tuning.LAYOUTS)}, got {layout!r}")
-    names = tuple(kernels or (n_ for n_, r in KERNELS.items() if dtype in r.dtypes))
-    for name in names:
-        if name not in KERNELS:
-            raise ArgumentError(f"unknown GEMM kernel {name!r}; choose one of: {', '.join(KERNELS)}")
+    names = kernels_for(dtype, kernels)  # names a kernel that is unknown or takes another dtype
     check_int(reps, "reps", 1, 100_000)
     facts = device.current()
     xp, stream = _framework(facts)

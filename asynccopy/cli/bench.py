@@ -248,7 +248,7 @@ def cmd_gemm(args) -> int:
         common.check_png(args.png)
     common.check_outputs(args)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=args.stages, reps=args.reps,
-                            warmup=args.warmup, tune=args.tune)
+                            warmup=args.warmup, tuning=args.tune)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),

@@ -79,6 +79,7 @@ def test_without_a_cache_directory_records_last_for_the_process(monkeypatch):
     ((8, 8, 8, "int8"), {}, r"dtype must be one of bfloat16, float16, float32, got 'int8'"),
     ((8, 8, 8), {"layout": "xx"}, r"layout must be one of nn, nt, tn, tt, got 'xx'"),
     ((8, 8, 8), {"kernels": ["dma"]}, r"unknown GEMM kernel 'dma'"),
+    ((8, 8, 8), {"kernels": ["simt"]}, r"GEMM kernel 'simt' takes float32, not bfloat16"),
     ((8, 8, 8), {"reps": 0}, r"reps must be in \[1, 100000\], got 0"),
 ])
 def test_tune_names_a_bad_argument_before_looking_for_a_gpu(args, kwargs, message):
