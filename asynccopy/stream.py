@@ -200,9 +200,9 @@ def planned_stages(cfg: StreamConfig, facts, blocks_per_sm: int = 1) -> int:
 @functools.cache
 def default_stages(tile: int) -> int:
     """The planner's stage count for a tile with no device at hand: an H200, one block per SM
-    (run() plans for the live device instead)."""
+    (run() plans for the live device instead, with its calibrated memory curve where one is cached)."""
     p = planner.plan([planner.Operand("tile", (tile,), "float32")], threads=32, device="H200", blocks_per_sm=1,
-                     max_stages=MAX_STAGES, static_smem=1024)
+                     max_stages=MAX_STAGES, static_smem=1024, memory=None)
     return max(1, p.recommended)
 
 

@@ -22,6 +22,7 @@ from ..device import DeviceFacts
 from ..errors import ArgumentError
 from ..model import planner, simulate
 from ..model.costs import Overheads, overheads_from_traces
+from ..model.memory import MemoryCurve
 from ..model.simulate import NO_COSTS
 from .stream_bench import StreamBench
 
@@ -82,10 +83,14 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
     return out
 
 
-def calibrated_device(result: StreamBench, compute_ns: dict[int, float]) -> DeviceFacts:
-    """The run's device, with the run's bandwidth and a latency fitted to the baseline at intensity 0."""
+def calibrated_device(result: StreamBench, compute_ns: dict[int, float], memory: MemoryCurve | None = None) -> DeviceFacts:
+    """The run's device, with the run's bandwidth and a latency fitted to the baseline at intensity 0
+    (with a memory curve: the curve's unloaded latency; the curve gives each copy its own)."""
     base_name = mechanism.baseline()
     base = DeviceFacts.from_dict(result.device)
+    if memory is not None:
+        return replace(base, bandwidth=result.copy_gbps * 1e9, latency_ns=memory.latency_ns,
+                       latency_source=f"memory curve, {memory.source}" if memory.source else "memory curve")
     dev = replace(base, bandwidth=result.copy_gbps * 1e9, latency_source=f"fitted to {base_name} at intensity 0")
     sync0 = next(r.ms for r in result.rows if r.mechanism == base_name and r.intensity == 0)
     lo, hi = 0.0, sync0 * 1e6  # the one-stage time grows with the latency: bisect for sync's time
@@ -104,20 +109,23 @@ def _tiles_per_block(result: StreamBench, sm_count: int) -> float:
 
 
 def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBench,
-                 ov: Overheads | None = None, intensity: int = 0) -> float:
+                 ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None) -> float:
     tiles = _tiles_per_block(result, dev.sm_count)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=dev.latency_ns, bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9,
-                            blocks=result.blocks_per_sm, costs=NO_COSTS if ov is None else ov.costs(intensity))
+                            blocks=result.blocks_per_sm, costs=NO_COSTS if ov is None else ov.costs(intensity),
+                            memory=memory)
     return sim.total_ns / 1e6
 
 
-def check(result: StreamBench, compute_ns: dict[int, float],
-          overheads: dict[str, Overheads] | None = None) -> tuple[DeviceFacts, list[ModelRow]]:
+def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str, Overheads] | None = None,
+          memory: MemoryCurve | None = None) -> tuple[DeviceFacts, list[ModelRow]]:
     """For every multi-stage mechanism variant and intensity: planner vs best measured, simulator vs
     measured. A variant with ``overheads`` is modelled with its own compute, issue and barrier costs;
-    one without, with the traced `sync` compute and no issue cost."""
-    dev = calibrated_device(result, compute_ns)
+    one without, with the traced `sync` compute and no issue cost. With ``memory`` (the device's
+    calibrated curve) each copy's latency is the curve's at the bytes in flight; without it, one latency
+    fitted to `sync` at intensity 0."""
+    dev = calibrated_device(result, compute_ns, memory)
     overheads = overheads or {}
     groups: dict[tuple[str, int], dict[int, float]] = {}
     producers: dict[str, int] = {}
@@ -134,23 +142,57 @@ def check(result: StreamBench, compute_ns: dict[int, float],
         costs = NO_COSTS if ov is None else ov.costs(k)
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
                          device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
-                         max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs)
+                         max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs, memory=memory)
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        errors = [abs(predicted_ms(dev, s, compute, result, ov, k) - ms) / ms for s, ms in by_stages.items()]
+        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows
 
 
+SIM_TARGET = 0.10  # the simulator's goal: within this of every measured stage count
+SIM_LIMIT = 0.25  # the simulator's older bound, still reported
+PLAN_TARGET = 1.05  # the planner's goal: its pick within 5% of the best measured stage count
+
+
+def unmeasured_picks(result: StreamBench, rows: list[ModelRow]) -> dict[tuple[str, int], list[int]]:
+    """(variant label, planned stage count) -> the intensities at which the planner picked a stage count
+    the sweep did not run: `bench --plan` measures them too, so that every pick is checked."""
+    out: dict[tuple[str, int], list[int]] = {}
+    for r in rows:
+        if r.measured_at_recommended_ms is None:
+            out.setdefault((r.label, r.recommended), []).append(r.intensity)
+    return out
+
+
+def in_calibration(result: StreamBench, row: ModelRow, fitted_regimes) -> bool:
+    """Whether a checked pair's own regime (its kernel at intensity 0, this run's tile, threads and
+    blocks per SM) is one the memory curve was fitted on; every other pair is held out from the fit."""
+    if row.intensity != 0:
+        return False
+    mech = next((r for r in result.rows if r.label == row.label), None)
+    if mech is None:
+        return False
+    want = f" tile={result.tile} threads={result.threads} "
+    return any(name.startswith(mech.mechanism + " ") and want in name and name.endswith(f" blocks={result.blocks_per_sm}")
+               for name in fitted_regimes)
+
+
+def summary_counts(rows: list[ModelRow]) -> tuple[int, int, int, int]:
+    """(planner picks within 5% of the best, simulator within 10%, simulator within 25%, pairs)."""
+    return (sum(r.ratio is not None and r.ratio <= PLAN_TARGET for r in rows),
+            sum(r.worst_error <= SIM_TARGET for r in rows), sum(r.worst_error <= SIM_LIMIT for r in rows), len(rows))
+
+
 def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
-         overheads: dict[str, Overheads] | None = None) -> str:
+         overheads: dict[str, Overheads] | None = None, memory: MemoryCurve | None = None) -> str:
     """Measured (solid, dots) and predicted (dashed) time against the stage count, a panel per variant
     and a colour per intensity; the planner's stage count circled."""
     from ..plotting import pyplot
 
     plt = pyplot()
-    dev, rows = check(result, compute_ns, overheads)
+    dev, rows = check(result, compute_ns, overheads, memory)
     overheads = overheads or {}
     planned = {(r.label, r.intensity): r.recommended for r in rows}
     labels = list(dict.fromkeys(r.label for r in rows))
@@ -168,7 +210,7 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
             stages = [s for s, _ in pts]
             compute = ov.compute_ns(k) if ov else compute_ns[k]
             ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k) for s in stages], "--", color=color, lw=1)
+            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory) for s in stages], "--", color=color, lw=1)
             at = dict(pts).get(planned.get((label, k)))
             if at is not None:
                 ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)
@@ -185,6 +227,22 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def load_memory(path):
+    """The memory calibration a `bench --plan --json` file was checked with (asynccopy.model.memory.Fit),
+    or None for a file from before calibrations, or one checked with a fixed latency."""
+    import json
+    from pathlib import Path
+
+    from ..model import memory
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ArgumentError(f"cannot read {path}: {exc}") from None
+    saved = data.get("model", {}).get("memory") if isinstance(data, dict) and isinstance(data.get("model"), dict) else None
+    return memory.Fit.from_dict(saved) if isinstance(saved, dict) else None
 
 
 def load(path) -> tuple[StreamBench, dict[int, float], dict[str, Overheads]]:

@@ -2,7 +2,8 @@
 
     info, mechanisms                       asynccopy.cli.info
     bench stream | stas | chunks           asynccopy.cli.bench
-    plan, simulate, trace, model-check     asynccopy.cli.model
+    plan, simulate, trace, model-check,    asynccopy.cli.model
+    calibrate
     tensormap check, swizzle               asynccopy.cli.tma
 """
 

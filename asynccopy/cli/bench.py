@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import device, mechanism, stream
 from ..bench import chunks_bench, report, stas_bench, stream_bench
 from ..errors import AsyncCopyError, check_int
+from ..model import memory
 from . import common
 from .model import print_model
 
@@ -43,6 +44,10 @@ def _add_stream(suites) -> None:
     p.add_argument("--plan", action="store_true",
                    help="also check the planner's stage counts and the simulator's times against the sweep")
     p.add_argument("--png", default=None, help="with --plan: the model against the measured times, a panel per variant")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="with --plan: measure the memory curve again even if one is cached for this GPU")
+    p.add_argument("--fixed-latency", action="store_true",
+                   help="with --plan: model the memory with one latency fitted to sync (the uncalibrated fallback)")
     _add_sweep_flags(p)
     p.set_defaults(fn=cmd_stream)
 
@@ -133,6 +138,10 @@ def cmd_stream(args) -> int:
         raise AsyncCopyError("--plan models the persistent grid: leave --tiles-per-block at 0")
     if args.png and not args.plan:
         raise AsyncCopyError("--png draws the model check: add --plan")
+    if (args.recalibrate or args.fixed_latency) and not args.plan:
+        raise AsyncCopyError("--recalibrate and --fixed-latency choose the model of --plan: add --plan")
+    if args.recalibrate and args.fixed_latency:
+        raise AsyncCopyError("--fixed-latency models without the memory curve: it cannot be combined with --recalibrate")
     if args.quick:
         stages, intensities, reps = (1, 2, 4, 8), (0, 2, 8), 10
     else:
@@ -152,23 +161,61 @@ def cmd_stream(args) -> int:
     payload = result.as_dict()
     try:
         if args.plan:
-            payload["model"] = _model_check(result, intensities, args.png)
+            payload["model"] = _model_check(result, intensities, args, reps)
+            payload["rows"] = [r.__dict__ for r in result.rows]  # with the planner's picks measured
     finally:  # the sweep is written even if the model check fails or is interrupted
         common.write(args, payload)
     return 0
 
 
-def _model_check(result, intensities, png=None) -> dict:
-    from ..bench import model_check
+def _model_check(result, intensities, args, reps) -> dict:
+    from ..bench import memory_calibration, model_check
 
+    def say(text):
+        print("  " + text, flush=True)
+
+    fit = None
+    if not args.fixed_latency:
+        cached = not args.recalibrate and memory.cached(device.current()) is not None
+        print(f"\nmemory curve: {'cached for this GPU' if cached else 'calibrating (traced regimes at intensity 0)'}"
+              " ...", flush=True)
+        fit, _ = memory_calibration.calibration(recalibrate=args.recalibrate, progress=say)
+        for line in fit.report():
+            print(line)
     compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
                                               blocks_per_sm=result.blocks_per_sm)
     print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
           f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
-    overheads = model_check.measured_overheads(result, max(intensities), progress=lambda t: print("  " + t, flush=True))
-    dev, rows = print_model(result, compute, overheads, png)
+    overheads = model_check.measured_overheads(result, max(intensities), progress=say)
+    curve = fit.curve if fit else None
+    _, rows = model_check.check(result, compute, overheads, curve)
+    missing = model_check.unmeasured_picks(result, rows)
+    if missing:
+        print(f"measuring the planner's {sum(len(v) for v in missing.values())} pick(s) the sweep did not run ...",
+              flush=True)
+        _measure_picks(result, missing, args, reps)
+    dev, rows = print_model(result, compute, overheads, args.png, fit)
     return {"latency_ns": dev.latency_ns, "compute_ns": compute,
-            "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows}
+            "overheads": {label: ov.as_dict() for label, ov in overheads.items()}, "rows": rows,
+            **({"memory": fit.as_dict()} if fit else {})}
+
+
+def _measure_picks(result, missing, args, reps) -> None:
+    """Run the (variant, stage count) pairs the planner picked and the sweep did not, at the intensities
+    it picked them for, and add their rows to ``result``."""
+    base = mechanism.baseline()
+    sync = {r.intensity: r.ms for r in result.rows if r.mechanism == base}
+    for (label, stages), ks in sorted(missing.items()):
+        like = next(r for r in result.rows if r.label == label)
+        opts = {k: v for k, v in (("vec", like.vec), ("cache", like.cache)) if v is not None}
+        if mechanism.get(like.mechanism).producers_option:
+            opts["producers"] = like.producers
+        cfg = stream.StreamConfig.make(like.mechanism, stages, tile=result.tile, threads=result.threads, **opts)
+        more = stream_bench.run([cfg], sorted(ks), size_bytes=args.size_mib << 20, reps=reps, warmup=args.warmup,
+                                blocks_per_sm=result.blocks_per_sm)
+        for r in more.rows:
+            r.speedup_vs_sync = sync[r.intensity] / r.ms if r.intensity in sync else None
+            result.rows.append(r)
 
 
 def cmd_stas(args) -> int:

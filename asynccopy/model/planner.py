@@ -16,7 +16,9 @@ from .. import device as devices
 from ..device import DeviceFacts
 from ..dtypes import DTYPES, dtype_name
 from ..errors import ArgumentError, check_float, check_int
+from . import memory as memory_model
 from . import simulate
+from .memory import MemoryCurve
 from .simulate import NO_COSTS, KernelCosts
 
 KiB = 1024
@@ -88,6 +90,7 @@ class Plan:
     compute_ns: float | None = None
     busy_ns: float | None = None  # a tile's time on the busiest warps with its data there: compute + own costs
     refill_ns: float | None = None  # from a buffer's release to its next tile landing (two stages' critical path)
+    memory: MemoryCurve | None = None  # the device's calibrated memory curve, where the plan used one
 
     def row(self, stages: int) -> StageRow:
         return next(r for r in self.rows if r.stages == stages)
@@ -97,9 +100,15 @@ class Plan:
         ops = ", ".join(f"{o.name} {'x'.join(map(str, o.shape))} {o.dtype}" for o in self.operands)
         lines = [f"{d.name} (CC {d.cc[0]}.{d.cc[1]}, {d.sm_count} SMs, {d.smem_per_block_optin // KiB} KiB shared "
                  f"memory per block, {d.smem_per_sm // KiB} KiB per SM, {d.bandwidth / 1e9:.0f} GB/s, assumed latency "
-                 f"{d.latency_ns:.0f} ns: {d.latency_source})",
+                 f"{d.latency_ns:.0f} ns: {d.latency_source})"
+                 if self.memory is None else
+                 f"{d.name} (CC {d.cc[0]}.{d.cc[1]}, {d.sm_count} SMs, {d.smem_per_block_optin // KiB} KiB shared "
+                 f"memory per block, {d.smem_per_sm // KiB} KiB per SM; calibrated memory curve: unloaded latency "
+                 f"{self.memory.latency_ns:.0f} ns, reads approach {self.memory.rate:.1f} B/ns per SM, knee "
+                 f"{self.memory.knee:.2f})",
                  f"per stage: {ops} = {self.stage_bytes / KiB:.1f} KiB; {self.threads} threads per block",
-                 f"to keep the memory busy an SM needs {self.needed_bytes_per_sm / KiB:.1f} KiB in flight",
+                 f"to keep the memory busy an SM needs {self.needed_bytes_per_sm / KiB:.1f} KiB in flight"
+                 + ("" if self.memory is None else f" ({100 * COVERED_RATE:.0f}% of the curve's rate)"),
                  "stages  smem/block  fits  blocks/SM  limited by      occupancy  in flight/SM  coverage"
                  + ("  ns/tile" if self.compute_ns is not None else "")]
         for r in self.rows:
@@ -131,15 +140,22 @@ def _blocks_per_sm(device: DeviceFacts, smem: int, threads: int, regs: int | Non
     return max(0, limits[limiter]), limiter
 
 
+CACHED = "cached"  # plan's default memory: the device's calibrated curve where one is cached, else a fixed latency
+COVERED_RATE = 0.9  # with a memory curve, the bytes in flight "needed" are those that give this share of its rate
+
+
 def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
-         static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS) -> Plan:
+         static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS, memory=CACHED) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
     ``device``: a table name ("H200", "A100-40GB", ...), DeviceFacts (live or tabled), or None for the
     local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
     ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``costs``: the
-    kernel's own costs and order, for the simulator (asynccopy.model.simulate.KernelCosts)."""
+    kernel's own costs and order, for the simulator (asynccopy.model.simulate.KernelCosts).
+    ``memory``: how the memory system answers load (asynccopy.model.memory): a MemoryCurve, None for the
+    device's fixed latency, or ``"cached"`` (default) for the curve `asynccopy calibrate` (or `bench
+    --plan`) saved for this device, falling back to the fixed latency where it never ran."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
     if not isinstance(costs, KernelCosts):
         raise ArgumentError(f"costs must be a KernelCosts, got {type(costs).__name__}")
@@ -158,8 +174,9 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     if compute_ns is not None:
         compute_ns = check_float(compute_ns, "compute_ns", 0.0)
     dev = _device(device)
+    curve = _memory(memory, dev)
     stage = sum(o.nbytes for o in ops)
-    needed = dev.bytes_in_flight_per_sm
+    needed = dev.bytes_in_flight_per_sm if curve is None else curve.bytes_for(COVERED_RATE)
     rows = []
     for s in range(1, max_stages + 1):
         smem = s * stage + static_smem
@@ -174,15 +191,19 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
         busy = max(compute_ns + c.barrier_ns, c.issue_ns) if c.producer else compute_ns + c.barrier_ns + c.issue_ns
         # a producer refills after the release reaches it and has issued the whole tile; the copy's
         # last bytes land a latency after that (computing threads issue their share in parallel)
-        refill = dev.latency_ns + (c.handoff_ns + c.issue_ns if c.producer else 0.0)
-    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy, refill_ns=refill)
+        # (with a memory curve: the latency of one tile in flight per block, as two stages keep)
+        two = rows[1] if len(rows) > 1 else rows[0]
+        latency = dev.latency_ns if curve is None else curve.latency_at(stage * max(1, two.blocks_per_sm))
+        refill = latency + (c.handoff_ns + c.issue_ns if c.producer else 0.0)
+    result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy, refill_ns=refill,
+                  memory=curve)
     if compute_ns is not None:
         bw_sm = dev.bandwidth / dev.sm_count / 1e9
         for r in rows:
             if r.fits and r.blocks_per_sm:
                 sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
                                         latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
-                                        costs=costs)
+                                        costs=costs, memory=curve)
                 r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
     _recommend(result)
     return result
@@ -190,6 +211,15 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
 
 MAX_PLANNED_STAGES = 64  # a plan's table has a row per stage count
 NEAR_SATURATION = 0.9  # a tile's memory time / its work at which the planner keeps Little's law's bytes in flight
+
+
+def _memory(memory, dev: DeviceFacts) -> MemoryCurve | None:
+    if memory is None or isinstance(memory, MemoryCurve):
+        return memory
+    if memory == CACHED:
+        saved = memory_model.cached(dev)
+        return None if saved is None else saved.curve
+    raise ArgumentError(f"memory must be a MemoryCurve, None (the fixed latency) or {CACHED!r}, got {memory!r}")
 
 
 def _device(device) -> DeviceFacts:

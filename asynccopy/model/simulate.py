@@ -9,6 +9,8 @@ Model (the tile-stream kernels' schedule):
     overlaps inside the block;
   * copies and the stores of results share the SM's share of memory bandwidth, first come first
     served: a copy issued at t finishes at max(t + latency, the end of its turn on the bandwidth);
+    the latency is fixed, or with a ``memory`` curve (asynccopy.model.memory) the one the SM's read
+    bytes in flight at t give (this copy's included), so that queues lengthen it as they fill;
   * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
     barrier cost) and takes ``compute_ns``;
   * issuing a tile's copy takes ``issue_ns`` of the issuing threads' time (LDGSTS: one instruction per
@@ -150,12 +152,15 @@ def _check_inputs(stages, tiles, blocks, tile_bytes, bandwidth_per_sm, latency_n
 
 def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, latency_ns: float,
              bandwidth_per_sm: float, blocks: int = 1, out_bytes: float | None = None,
-             costs: KernelCosts = NO_COSTS) -> Simulation:
+             costs: KernelCosts = NO_COSTS, memory=None) -> Simulation:
     """Run the model. ``bandwidth_per_sm`` in bytes per ns (GB/s); ``out_bytes`` per tile default =
-    ``tile_bytes`` (results written back); ``costs``: the kernel's own (see the module docstring)."""
+    ``tile_bytes`` (results written back); ``costs``: the kernel's own (see the module docstring);
+    ``memory``: a MemoryCurve whose latency at the bytes in flight replaces ``latency_ns``."""
     _check_inputs(stages, tiles, blocks, tile_bytes, bandwidth_per_sm, latency_ns, compute_ns, costs)
+    if memory is not None and not hasattr(memory, "latency_at"):
+        raise ArgumentError(f"memory must be a MemoryCurve or None, got {type(memory).__name__}")
     run = _Run(stages, tiles, blocks, tile_bytes, tile_bytes if out_bytes is None else out_bytes, compute_ns,
-               latency_ns, bandwidth_per_sm, costs.at_stages(stages))
+               latency_ns, bandwidth_per_sm, costs.at_stages(stages), memory)
     return run.simulate()
 
 
@@ -163,10 +168,14 @@ class _Run:
     """The event loop of one simulation: copies and stores queue for the SM's share of the bandwidth,
     first come first served; a tile's compute follows its data and the block's previous compute."""
 
-    def __init__(self, stages, tiles, blocks, tile_bytes, out_bytes, compute_ns, latency_ns, bandwidth, costs):
+    def __init__(self, stages, tiles, blocks, tile_bytes, out_bytes, compute_ns, latency_ns, bandwidth, costs,
+                 memory=None):
         self.stages, self.tiles, self.blocks = stages, tiles, blocks
         self.tile_bytes, self.out_bytes, self.compute_ns = tile_bytes, out_bytes, compute_ns
         self.latency_ns, self.bandwidth, self.c = latency_ns, bandwidth, costs
+        self.memory = memory
+        self.in_flight: list[tuple[float, float]] = []  # (ready, bytes) of the copies issued and not yet there
+        self.in_flight_bytes = 0.0
         self.events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
         self.last_end = [0.0] * blocks  # end of each block's latest compute
         self.server_free = self.stores_done = 0.0
@@ -200,12 +209,23 @@ class _Run:
                 self.stores_done = max(self.stores_done, self.server_free)  # a store only takes bandwidth
                 continue
             e = self.events[b][k]
-            e.issued, e.ready = t, max(t + self.latency_ns, self.server_free, issued_by)
+            e.issued, e.ready = t, max(t + self.latency(t, nbytes), self.server_free, issued_by)
+            if self.memory is not None:
+                heapq.heappush(self.in_flight, (e.ready, nbytes))
+                self.in_flight_bytes += nbytes
             begin = max(e.ready, self.last_end[b]) + self.c.barrier_ns
             (self._producer if self.c.producer else self._refill if self.refill else self._in_loop)(e, b, k, begin)
         flat = [e for evs in self.events for e in evs]
         return Simulation(self.stages, self.blocks, self.tiles, flat,
                           max(max(e.compute_end for e in flat), self.stores_done))
+
+    def latency(self, t: float, nbytes: float) -> float:
+        """A copy's latency when issued at t: fixed, or the memory curve's at the bytes then in flight."""
+        if self.memory is None:
+            return self.latency_ns
+        while self.in_flight and self.in_flight[0][0] <= t:
+            self.in_flight_bytes -= heapq.heappop(self.in_flight)[1]
+        return self.memory.latency_at(self.in_flight_bytes + nbytes)
 
     def _producer(self, e: TileEvents, b: int, k: int, begin: float) -> None:
         """A producer warp issues the tile that uses this buffer next once the buffer is free."""

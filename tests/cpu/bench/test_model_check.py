@@ -184,3 +184,68 @@ def test_load_names_a_run_without_its_baseline_row(tmp_path):
     data["rows"] = [r for r in data["rows"] if r["mechanism"] != "sync"]
     with pytest.raises(ArgumentError, match=r"bad.json has no sync row at intensity 0: the model's latency is fitted to it"):
         model_check.load(_write(tmp_path, data))
+
+
+# ---------------------------------------------------------------------------------------------
+# With the memory curve
+
+
+def _curve_fit():
+    from asynccopy.model import memory
+
+    curve = memory.MemoryCurve(1000.0, 16.0, 2.0)
+    regimes = [f"tma_1d_pipeline tile={t} threads=256 stages={s} blocks=1" for t in (1024, 4096) for s in (1, 2, 4, 8)]
+    points = [memory.Point(r, int(r.split("tile=")[1].split()[0]) * 4 * int(r.split("stages=")[1].split()[0]),
+                           curve.latency_at(int(r.split("tile=")[1].split()[0]) * 4 * int(r.split("stages=")[1].split()[0])))
+              for r in regimes] + [memory.Point("ldgsts tile=4096 threads=256 stages=4 blocks=1", 48 * KiB,
+                                                curve.latency_at(48 * KiB))]
+    return memory.fit(points, lambda p: " tile=1024 " not in p.regime, source="synthetic")
+
+
+def test_the_memory_curve_replaces_the_fitted_latency():
+    bench, compute = _synthetic_bench()
+    fit = _curve_fit()
+    dev, rows = model_check.check(bench, compute, memory=fit.curve)
+    assert dev.latency_ns == fit.curve.latency_ns and dev.latency_source.startswith("memory curve")
+    _, fixed = model_check.check(bench, compute)
+    assert [r.worst_error for r in rows] != pytest.approx([r.worst_error for r in fixed])
+    for r in rows:  # the simulator's error is the curve's model's
+        want = max(abs(model_check.predicted_ms(dev, s, compute[r.intensity], bench, None, r.intensity, fit.curve) - ms)
+                   / ms for s, ms in LDGSTS_MS[r.intensity].items())
+        assert r.worst_error == pytest.approx(want)
+
+
+def test_picks_the_sweep_did_not_run_are_listed_for_measuring():
+    bench, compute = _synthetic_bench()
+    _, rows = model_check.check(bench, compute)
+    assert model_check.unmeasured_picks(bench, rows) == {}
+    rows[1].recommended, rows[1].measured_at_recommended_ms, rows[1].ratio = 6, None, None
+    assert model_check.unmeasured_picks(bench, rows) == {("ldgsts", 6): [8]}
+    plan_ok, sim10, sim25, n = model_check.summary_counts(rows)
+    assert n == 2 and plan_ok == 1  # an unmeasured pick is not counted as within 5%
+
+
+def test_held_out_pairs_are_those_whose_regime_the_curve_never_saw():
+    bench, compute = _synthetic_bench()  # ldgsts, tile 4096, 256 threads, 1 block per SM, intensities 0 and 8
+    _, rows = model_check.check(bench, compute)
+    fitted = {"ldgsts tile=4096 threads=256 stages=4 blocks=1"}
+    assert [model_check.in_calibration(bench, r, fitted) for r in rows] == [True, False]  # intensity 8: held out
+    assert not any(model_check.in_calibration(bench, r, {"ldgsts tile=4096 threads=256 stages=4 blocks=2"})
+                   for r in rows)
+    assert not any(model_check.in_calibration(bench, r, {"tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=1"})
+                   for r in rows)
+
+
+def test_a_saved_run_keeps_its_memory_curve(tmp_path):
+    from asynccopy.model import memory
+
+    path, _, _ = _save(tmp_path)
+    assert model_check.load_memory(path) is None  # a file from before calibrations
+    data = json.loads(path.read_text())
+    fit = _curve_fit()
+    data["model"]["memory"] = fit.as_dict()
+    path.write_text(json.dumps(data))
+    again = model_check.load_memory(path)
+    assert isinstance(again, memory.Fit) and again.curve == fit.curve
+    assert again.held_out_regimes() == fit.held_out_regimes()
+    model_check.load(path)  # the sweep still loads

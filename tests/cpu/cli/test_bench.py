@@ -71,3 +71,13 @@ def test_bench_in_a_process_without_a_gpu_fails_in_one_line():
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("asynccopy bench: no CUDA GPU available"), done.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--recalibrate"], "--recalibrate and --fixed-latency choose the model of --plan: add --plan"),
+    (["bench", "--fixed-latency"], "--recalibrate and --fixed-latency choose the model of --plan: add --plan"),
+    (["bench", "--plan", "--recalibrate", "--fixed-latency"], "--fixed-latency models without the memory curve"),
+])
+def test_the_memory_model_flags_need_plan(argv, message, capsys):
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -22,6 +22,7 @@ def test_every_command_is_built_by_its_module():
     owners = {name: p._defaults["fn"].__module__ for name, p in sub.choices.items() if "fn" in p._defaults}
     assert owners == {"info": info.__name__, "mechanisms": info.__name__, "plan": model.__name__,
                       "simulate": model.__name__, "trace": model.__name__, "model-check": model.__name__,
+                      "calibrate": model.__name__,
                       "swizzle": tma.__name__}
     assert set(sub.choices) == set(owners) | {"bench", "tensormap"}  # the two with subcommands of their own
 

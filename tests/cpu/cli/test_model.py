@@ -136,10 +136,10 @@ def test_model_check_replays_a_saved_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "model: bandwidth 4261 GB/s (measured copy), latency " in out and "(fitted to sync at intensity 0)" in out
     assert "  ldgsts                150 /   1500  issue    60 /   120  between    20" in out
-    assert "planned stage count within 5% of the best: 1 of 1" in out
+    assert "all pairs: planned stage count within 5% of the best 1 of 1; simulator within 10% of every measured" in out
     assert cli.main(["model-check", str(path), "--sync-only"]) == 0
     out = capsys.readouterr().out
-    assert "issue" not in out and "planned stage count within 5% of the best: 1 of 1" in out
+    assert "issue" not in out and "planned stage count within 5% of the best 1 of 1" in out
 
 
 def test_model_check_draws_the_model(tmp_path, capsys):
@@ -158,3 +158,31 @@ def test_model_check_needs_a_calibrated_file(tmp_path, capsys):
     path.write_text(json.dumps(data))
     assert cli.main(["model-check", str(path)]) == 2
     assert "holds no model calibration: write it with `asynccopy bench --plan --json`" in capsys.readouterr().err
+
+
+def test_calibrate_without_a_gpu_is_one_line(no_gpu, capsys):
+    assert cli.main(["calibrate"]) == 2
+    assert capsys.readouterr().err.startswith("asynccopy calibrate: no CUDA GPU available")
+    assert cli.main(["calibrate", "--show", "--recalibrate"]) == 2
+    assert "--show measures nothing" in capsys.readouterr().err
+
+
+def test_calibrate_shows_the_cached_curve_and_plan_uses_it(fake_a100, tmp_path, monkeypatch, capsys):
+    from asynccopy.model import memory
+
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    assert cli.main(["calibrate", "--show"]) == 2
+    assert "no memory curve is cached for this GPU: run `asynccopy calibrate`" in capsys.readouterr().err
+    curve = memory.MemoryCurve(1200.0, 12.0, 1.2)
+    points = [memory.Point(f"r{f} tile={f}", f * 1024, curve.latency_at(f * 1024)) for f in (4, 8, 16, 32, 64, 128)]
+    memory.save(memory.fit(points, lambda p: p.regime.startswith("r16 "), source="synthetic",
+                           device_key=memory.device_key(fake_a100)))
+    out = tmp_path / "cal.json"
+    assert cli.main(["calibrate", "--show", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "memory curve: unloaded latency 1200 ns" in text and "held out: 1 regime(s)" in text
+    saved = __import__("json").loads(out.read_text())
+    assert [r["regime"] for r in saved["rows"] if r["held_out"]] == ["r16 tile=16"]
+    # the planner of the local GPU now models its memory with the curve
+    assert cli.main(["plan", "--operand", "t:4096:f32", "--blocks-per-sm", "1"]) == 0
+    assert "calibrated memory curve: unloaded latency 1200 ns" in capsys.readouterr().out

@@ -1,0 +1,197 @@
+"""The memory curve (asynccopy.model.memory): its algebra, its fit with the held-out split, its points from
+traces, its cache, and what it changes in the simulator and the planner (no GPU needed).
+
+The calibration data here is made by the simulator from a known curve (a closed loop: the points the
+calibration would measure on a GPU behaving as the curve says must give the curve back)."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from asynccopy import device
+from asynccopy.bench import memory_calibration
+from asynccopy.errors import ArgumentError
+from asynccopy.model import memory, planner, simulate
+from asynccopy.model.memory import MemoryCurve, Point
+from asynccopy.model.simulate import KernelCosts
+
+KiB = 1024
+H200 = device.lookup("H200")
+TRUE = MemoryCurve(900.0, 16.0, 2.5)
+
+
+def test_the_curve_is_littles_law_at_low_load_and_its_ceiling_at_high_load():
+    assert TRUE.latency_at(0) == pytest.approx(900.0)
+    assert TRUE.rate_at(64) == pytest.approx(64 / 900.0, rel=1e-6)  # a few bytes: f / L0
+    assert TRUE.rate_at(1e9) == pytest.approx(16.0, rel=1e-3)  # the ceiling
+    rates = [TRUE.rate_at(f) for f in (4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB)]
+    assert rates == sorted(rates) and all(r < 16.0 for r in rates)
+    # p = 1: a queue from the first byte, latency = L0 + f / R
+    assert MemoryCurve(900.0, 16.0, 1.0).latency_at(16 * KiB) == pytest.approx(900.0 + 16 * KiB / 16.0)
+    for fraction in (0.5, 0.9, 0.99):
+        assert TRUE.rate_at(TRUE.bytes_for(fraction)) == pytest.approx(fraction * 16.0, rel=1e-9)
+    # a sharper knee reaches 90% of the rate with fewer bytes in flight
+    assert MemoryCurve(900.0, 16.0, 8.0).bytes_for(0.9) < TRUE.bytes_for(0.9) < MemoryCurve(900.0, 16.0, 1.5).bytes_for(0.9)
+
+
+@pytest.mark.parametrize("args, word", [((0.0, 16.0), "latency_ns"), ((900.0, float("inf")), "rate"),
+                                        ((900.0, 16.0, 0.5), "knee"), ((900.0, 16.0, True), "knee")])
+def test_a_curve_names_its_bad_parameter(args, word):
+    with pytest.raises(ArgumentError, match=word):
+        MemoryCurve(*args)
+
+
+def _points(curve=TRUE, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    flights = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
+    return [Point(f"r{i} tile={f}", f * KiB, curve.latency_at(f * KiB) * (1 + noise * rng.standard_normal()))
+            for i, f in enumerate(flights)]
+
+
+def _held(p):
+    return p.regime.split()[0] in ("r3", "r8", "r11")
+
+
+def test_the_fit_recovers_a_curve_from_noisy_points_and_checks_it_on_the_held_out_ones():
+    fit = memory.fit(_points(noise=0.02), _held, source="synthetic")
+    c = fit.curve
+    assert c.latency_ns == pytest.approx(900.0, rel=0.05) and c.rate == pytest.approx(16.0, rel=0.05)
+    assert c.bytes_for(0.9) == pytest.approx(TRUE.bytes_for(0.9), rel=0.15)
+    assert [x.regime.split()[0] for x in fit.held_out] == ["r3", "r8", "r11"]
+    assert len(fit.fitted) == 10 and fit.worst_held_out < 0.06 and fit.worst_fitted < 0.06
+    text = "\n".join(fit.report())
+    assert "fitted on: 10 regime(s)" in text and "held out: 3 regime(s)" in text
+
+
+def test_the_held_out_points_do_not_move_the_fit():
+    points = _points(noise=0.02)
+    moved = [Point(p.regime, p.in_flight, p.latency_ns * (3.0 if _held(p) else 1.0)) for p in points]
+    a, b = memory.fit(points, _held), memory.fit(moved, _held)
+    assert a.curve == b.curve  # fitted on the same points
+    # and the check on the held-out ones sees the change (3x the latency: the curve is 67% under)
+    assert b.worst_held_out > 0.6 > 0.1 > a.worst_held_out
+
+
+def test_a_calibration_that_holds_nothing_out_is_refused():
+    with pytest.raises(ArgumentError, match="holds no regime out"):
+        memory.fit(_points(), lambda p: False)
+    with pytest.raises(ArgumentError, match="every calibration regime is held out"):
+        memory.fit(_points(), lambda p: True)
+    with pytest.raises(ArgumentError, match="at least 3 regimes"):
+        memory.fit(_points()[:3], lambda p: p.regime.startswith("r0 "))
+    same = [Point(f"r{i}", 16 * KiB, 1000.0 + i) for i in range(5)]
+    with pytest.raises(ArgumentError, match="cannot be seen"):
+        memory.fit(same, lambda p: p.regime == "r0")
+    twice = _points()[:4] + [_points()[0]]
+    with pytest.raises(ArgumentError, match="appears twice"):
+        memory.fit(twice, lambda p: p.regime.startswith("r1 "))
+
+
+def test_the_calibration_regimes_hold_out_whole_tiles_and_a_second_kernel():
+    regimes = memory_calibration.regimes(H200.smem_per_block_optin, H200.smem_per_sm, "sm_90a")
+    points = [Point(r.name, 1.0, 1.0) for r in regimes]
+    fitted, held = memory.split(points, memory_calibration.held_out)
+    assert fitted and held
+
+    def tiles(ps):
+        return {int(p.regime.split("tile=")[1].split()[0]) for p in ps if p.regime.startswith("tma_1d")}
+
+    assert tiles(held) == set(memory_calibration.HELD_OUT_TILES)
+    assert not tiles(fitted) & tiles(held)
+    assert all(p.regime.startswith(memory_calibration.MAIN + " ") for p in fitted)
+    assert any(p.regime.startswith("ldgsts ") for p in held)
+    # every regime fits an H200 SM with its blocks, and the regimes span more than 16x in bytes in flight
+    flights = [r.stages * r.tile * 4 * r.blocks_per_sm for r in regimes]
+    assert max(flights) / min(flights) >= 16
+    for r in regimes:
+        assert r.blocks_per_sm * (r.stages * r.tile * 4 + 1024) <= H200.smem_per_sm
+
+
+def _simulated_traces(regime, curve):
+    """What traces of the regime would show on a GPU whose memory is ``curve`` (the simulator's events)."""
+    producer = regime.mechanism == memory_calibration.MAIN
+    costs = (KernelCosts(issue_ns=30.0, producer=True, handoff_ns=60.0) if producer
+             else KernelCosts(issue_ns=150.0, barrier_ns=40.0))
+    tb = regime.tile * 4
+    sim = simulate.simulate(regime.stages, 64, tile_bytes=tb, compute_ns=100 + tb / 64, latency_ns=curve.latency_ns,
+                            bandwidth_per_sm=32.0, blocks=regime.blocks_per_sm, costs=costs, memory=curve)
+    return [SimpleNamespace(tiles=[e for e in sim.events if e.block == b]) for b in range(regime.blocks_per_sm)]
+
+
+def test_points_from_traces_give_back_the_curve_that_made_them():
+    regimes = memory_calibration.regimes(H200.smem_per_block_optin, H200.smem_per_sm, "sm_90a")
+    points = [memory.point_from_traces(r.name, _simulated_traces(r, TRUE)[:1], tile_bytes=r.tile * 4,
+                                       blocks_per_sm=r.blocks_per_sm) for r in regimes]
+    # the bytes in flight at issue: the block's own outstanding tiles x its blocks per SM
+    by = {p.regime: p for p in points}
+    assert by["tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=1"].in_flight == 4 * 16 * KiB  # refills all 4
+    assert by["ldgsts vec=16 cache=cg tile=4096 threads=256 stages=4 blocks=1"].in_flight == 3 * 16 * KiB  # S - 1
+    fit = memory.fit(points, memory_calibration.held_out)
+    assert fit.curve.latency_ns == pytest.approx(TRUE.latency_ns, rel=0.01)
+    assert fit.curve.rate == pytest.approx(TRUE.rate, rel=0.01)
+    assert fit.worst_held_out < 0.01
+
+
+def test_only_copies_the_consumer_waited_for_time_the_memory():
+    # tile 1 was there before its consumer asked (ready = the end of the previous compute): not a latency
+    tiles = [simulate.TileEvents(0, k, issued=100.0 * k, ready=100.0 * k + 1000, compute_start=100.0 * k + 1000,
+                                 compute_end=100.0 * k + 1050) for k in range(12)]
+    tiles[1].ready = tiles[0].compute_end
+    p = memory.point_from_traces("r", [SimpleNamespace(tiles=tiles)], tile_bytes=1024, blocks_per_sm=1)
+    assert p.samples == 11 and p.latency_ns == 1000.0
+    with pytest.raises(ArgumentError, match="only 1 traced copies"):
+        memory.point_from_traces("r", [SimpleNamespace(tiles=tiles[:2])], tile_bytes=1024, blocks_per_sm=1)
+
+
+def test_a_calibration_is_cached_per_device(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    assert memory.cached(H200) is None
+    fit = memory.fit(_points(noise=0.01), _held, source="synthetic", device_key=memory.device_key(H200))
+    path = memory.save(fit)
+    again = memory.cached(H200)
+    assert again.curve == fit.curve and again.held_out_regimes() == fit.held_out_regimes()
+    assert [c.error for c in again.held_out] == pytest.approx([c.error for c in fit.held_out])
+    assert memory.cached(device.lookup("H100-SXM")) is None  # another device's key
+    data = json.loads(open(path).read())
+    data[memory.device_key(H200)]["schema"] = 0  # another version's file is not read
+    open(path, "w").write(json.dumps(data))
+    assert memory.cached(H200) is None
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", "off")
+    assert memory.save(fit) is None and memory.cached(H200) is None
+    with pytest.raises(ArgumentError, match="device's key"):
+        memory.save(memory.fit(_points(), _held))
+
+
+def test_the_simulator_gives_each_copy_the_latency_of_the_bytes_in_flight():
+    kw = dict(tile_bytes=16 * KiB, compute_ns=200.0, latency_ns=900.0, bandwidth_per_sm=1e6)
+    hard = MemoryCurve(900.0, 1e6, 16.0)  # no queue: the fixed latency
+    for s in (1, 2, 4, 8):
+        assert (simulate.simulate(s, 64, memory=hard, **kw).ns_per_tile
+                == pytest.approx(simulate.simulate(s, 64, **kw).ns_per_tile, rel=1e-3))
+    # a queue: more bytes in flight each wait longer, and stages stop paying once the rate nears its ceiling
+    soft = [simulate.simulate(s, 64, memory=TRUE, **kw).ns_per_tile for s in (2, 4, 8)]
+    fixed = [simulate.simulate(s, 64, **kw).ns_per_tile for s in (2, 4, 8)]
+    assert soft[0] > fixed[0] and soft[2] > fixed[2]
+    assert soft[2] == pytest.approx(16 * KiB / TRUE.rate, rel=0.1)  # 8 stages: the curve's ceiling
+    with pytest.raises(ArgumentError, match="MemoryCurve"):
+        simulate.simulate(2, 8, memory="H200", **kw)
+
+
+def test_the_planner_asks_the_curve_for_the_bytes_in_flight(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    fixed = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, max_stages=8)
+    assert fixed.memory is None and fixed.needed_bytes_per_sm == pytest.approx(H200.bytes_in_flight_per_sm)
+    soft = MemoryCurve(1200.0, 16.0, 1.2)
+    curved = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, max_stages=8, memory=soft)
+    assert curved.needed_bytes_per_sm == pytest.approx(soft.bytes_for(planner.COVERED_RATE))
+    assert curved.recommended > fixed.recommended  # a soft knee: more bytes in flight for the same rate
+    assert "calibrated memory curve" in curved.report()
+    # "cached" (the default) finds the device's saved calibration
+    memory.save(memory.fit(_points(soft), _held, device_key=memory.device_key(H200)))
+    cached = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, max_stages=8)
+    assert cached.memory is not None and cached.recommended == curved.recommended
+    assert planner.plan(["tile:4096:f32"], threads=256, device=H200, max_stages=8, memory=None).memory is None
+    with pytest.raises(ArgumentError, match="memory must be"):
+        planner.plan(["tile:4096:f32"], threads=256, device=H200, memory="fast")
