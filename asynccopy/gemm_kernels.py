@@ -5,7 +5,7 @@ itself. asynccopy.matmul chooses and launches them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import build, device
 from .errors import ArgumentError
@@ -168,3 +168,45 @@ def split_count(tiles: int, k_blocks: int, sms: int) -> int:
     if 4 * tiles > sms:
         return 1
     return max(1, min(sms // max(tiles, 1), k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLITS))
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage count the pipeline model gives
+
+
+TMA_ISSUE_NS = 50.0  # a producer thread's two TMA loads of a stage (the tile-stream traces: tens of ns)
+HANDOFF_NS = 100.0  # a stage's release reaching the producer (the tile-stream traces on the H200: 50-120 ns)
+L2_HEADROOM = 100.0  # the operands' bandwidth in the model, x the device's DRAM bandwidth: not what limits stages
+
+
+def k_blocks_per_sm(rec: GemmKernel, tile: tuple[int, int], m: int, n: int, k: int, sms: int) -> int:
+    """The k-blocks the busiest SM computes for an m x n x k product (tile-per-block kernels: one block
+    per SM at a time; persistent ones: their work units, with split k where the record takes it)."""
+    tiles = -(-m // tile[0]) * -(-n // tile[1])
+    kb = -(-k // rec.bk)
+    splits = split_count(tiles, kb, sms) if rec.split_k else 1
+    return -(-tiles * splits // sms) * -(-kb // splits)
+
+
+def plan_stages(rec: GemmKernel, tile: tuple[int, int], dtype: str, facts, *, k_block_ns: float, memory="cached"):
+    """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of A (BM x BK) and B (BK x BN)
+    per k-block, ``k_block_ns`` of compute each, on ``facts``' GPU, one block per SM.
+
+    The operands come mostly from L2 (each tile of A is read by every tile-column): the stages must cover
+    a load's latency, and the DRAM bandwidth is not their limit, so the model gives the loads the
+    unloaded latency (a calibrated curve's, else the device table's) and bandwidth to spare. A TMA kernel's
+    producer thread issues a stage's two loads once the stage's release reaches it."""
+    from .model import planner
+    from .model.simulate import NO_COSTS, KernelCosts
+
+    size = itemsize(dtype)
+    ops = [planner.Operand("A", (tile[0], rec.bk), dtype), planner.Operand("B", (rec.bk, tile[1]), dtype)]
+    curve = planner._memory(memory, facts)
+    dev = facts if curve is None else replace(facts, latency_ns=curve.latency_ns,
+                                              latency_source=f"memory curve's unloaded latency ({curve.source})")
+    costs = KernelCosts(TMA_ISSUE_NS, 0.0, True, HANDOFF_NS) if rec.operands == "tma" else NO_COSTS
+    fit = min(rec.max_stages(tile, facts.smem_per_block_optin, size), rec.max_stages_default)
+    slack = 1024 if rec.operands == "tma" else 0
+    return planner.plan(ops, threads=rec.threads, device=dev, compute_ns=k_block_ns, blocks_per_sm=1,
+                        max_stages=max(1, fit), static_smem=rec.smem_reserve + rec.epilogue_bytes + slack,
+                        costs=costs, memory=None, bandwidth=facts.bandwidth * L2_HEADROOM)

@@ -240,3 +240,50 @@ def plot(result: GemmBench, path: str) -> str:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# The planner's stage counts against the sweep
+
+
+@dataclass
+class PlanRow:
+    m: int
+    n: int
+    k: int
+    kernel: str
+    tile: str
+    k_block_ns: float  # the compute per k-block the model is given: the fastest measured stage count's pace
+    planned: int
+    best_stages: int
+    best_ms: float
+    measured_at_planned_ms: float | None
+    ratio: float | None  # measured at the planned stage count / best
+
+
+def plan_check(result: GemmBench, memory="cached") -> list[PlanRow]:
+    """For every (shape, kernel) swept over two or more stage counts: the pipeline model's stage count
+    (asynccopy.gemm_kernels.plan_stages, given the compute per k-block at the fastest measured stage
+    count's pace) against the best measured one."""
+    from .. import gemm_kernels
+    from ..device import DeviceFacts
+
+    facts = DeviceFacts.from_dict(result.device)
+    groups: dict[tuple, dict[int, GemmRow]] = {}
+    for r in result.rows:
+        if r.impl in matmul.KERNELS and r.stages is not None:
+            groups.setdefault((r.m, r.n, r.k, r.impl, r.config), {})[r.stages] = r
+    out = []
+    for (m, n, k, name, config), by_stages in groups.items():
+        if len(by_stages) < 2:
+            continue
+        rec = matmul.KERNELS[name]
+        tile = rec.default_tile(m, n, facts.sm_count)
+        best = min(by_stages, key=lambda s: by_stages[s].ms)
+        per_sm = gemm_kernels.k_blocks_per_sm(rec, tile, m, n, k, facts.sm_count)
+        k_block_ns = by_stages[best].ms * 1e6 / per_sm
+        p = gemm_kernels.plan_stages(rec, tile, result.dtype, facts, k_block_ns=k_block_ns, memory=memory)
+        at = by_stages.get(p.recommended)
+        out.append(PlanRow(m, n, k, name, config, k_block_ns, p.recommended, best, by_stages[best].ms,
+                           at.ms if at else None, at.ms / by_stages[best].ms if at else None))
+    return out

@@ -96,6 +96,8 @@ def _add_gemm(suites) -> None:
     p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape")
     p.add_argument("--tune", action="store_true",
                    help="tune each shape first (asynccopy.gemm.tune: the record is kept in the cache directory)")
+    p.add_argument("--plan", action="store_true",
+                   help="check the pipeline model's stage count against the stage sweep (default sweep: 1-8)")
     common.add_output_flags(p)
     p.set_defaults(fn=cmd_gemm)
 
@@ -291,10 +293,15 @@ def cmd_gemm(args) -> int:
     gemm_bench.kernels_for(args.dtype, args.kernels)  # names a kernel that is unknown or takes another dtype
     for st in args.stages or ():
         check_int(st, "each of --stages", 1, 32)
+    stages = args.stages
+    if args.plan:
+        stages = stages or GEMM_PLAN_STAGES
+        if len(set(stages)) < 2:
+            raise AsyncCopyError("--plan checks the model's stage count against a sweep: give --stages two or more")
     if args.png:
         common.check_png(args.png)
     common.check_outputs(args)
-    result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=args.stages, reps=args.reps,
+    result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=stages, reps=args.reps,
                             warmup=args.warmup, tuning=args.tune)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
@@ -306,5 +313,20 @@ def cmd_gemm(args) -> int:
         print(line)
     if args.png:
         print(f"wrote {gemm_bench.plot(result, args.png)}")
-    common.write(args, result.as_dict())
+    payload = result.as_dict()
+    if args.plan:
+        plans = gemm_bench.plan_check(result)
+        print("\nthe pipeline model's stage count (compute per k-block at the fastest measured pace; loads at the "
+              "unloaded latency, from L2) against the sweep:")
+        print(report.table(plans, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("kernel", "kernel", ""),
+                                   ("tile", "tile", ""), ("k_block_ns", "ns/k-block", ".0f"),
+                                   ("planned", "planned", "d"), ("best_stages", "best", "d"),
+                                   ("ratio", "planned/best", ".3f")]))
+        ok = sum(p.ratio is not None and p.ratio <= 1.05 for p in plans)
+        print(f"planned stage count within 5% of the best: {ok} of {len(plans)}")
+        payload["plan"] = plans
+    common.write(args, payload)
     return 0
+
+
+GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)

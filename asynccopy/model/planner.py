@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .. import device as devices
 from ..device import DeviceFacts
@@ -146,7 +146,8 @@ COVERED_RATE = 0.9  # with a memory curve, the bytes in flight "needed" are thos
 
 def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
-         static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS, memory=CACHED) -> Plan:
+         static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS, memory=CACHED,
+         bandwidth: float | None = None) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
     ``device``: a table name ("H200", "A100-40GB", ...), DeviceFacts (live or tabled), or None for the
@@ -155,7 +156,9 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     kernel's own costs and order, for the simulator (asynccopy.model.simulate.KernelCosts).
     ``memory``: how the memory system answers load (asynccopy.model.memory): a MemoryCurve, None for the
     device's fixed latency, or ``"cached"`` (default) for the curve `asynccopy calibrate` (or `bench
-    --plan`) saved for this device, falling back to the fixed latency where it never ran."""
+    --plan`) saved for this device, falling back to the fixed latency where it never ran. ``bandwidth``
+    (bytes/s): what the tiles' loads share, where it is not the device's memory bandwidth (a GEMM's
+    operands come mostly from L2)."""
     ops = [o if isinstance(o, Operand) else Operand.parse(o) for o in operands]
     if not isinstance(costs, KernelCosts):
         raise ArgumentError(f"costs must be a KernelCosts, got {type(costs).__name__}")
@@ -174,6 +177,8 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     if compute_ns is not None:
         compute_ns = check_float(compute_ns, "compute_ns", 0.0)
     dev = _device(device)
+    if bandwidth is not None:
+        dev = replace(dev, bandwidth=check_float(bandwidth, "bandwidth", 0.0, above=True))
     curve = _memory(memory, dev)
     stage = sum(o.nbytes for o in ops)
     needed = dev.bytes_in_flight_per_sm if curve is None else curve.bytes_for(COVERED_RATE)

@@ -28,6 +28,7 @@ def test_rows_are_relative_to_the_same_shapes_cublas():
     (["--dtype", "int8"], r"--dtype must be one of bfloat16, float16, float32, got 'int8'"),
     (["--kernels", "dma"], r"unknown GEMM kernel 'dma'; choose one of: wgmma, mma, simt"),
     (["--stages", "0"], r"each of --stages must be in \[1, 32\], got 0"),
+    (["--plan", "--stages", "3"], r"--plan checks the model's stage count against a sweep: give --stages two or more"),
 ])
 def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, capsys):
     import re
@@ -38,3 +39,36 @@ def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, ca
         rc = exc.code
     assert rc == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_plan_check_sets_the_models_stage_count_against_the_sweep():
+    from asynccopy import device, gemm_kernels
+
+    facts = device.lookup("H200")
+    shape = (8192, 8192, 8192)
+    # the measured shape of the H200 run: 2 stages starve the tensor cores, 3 are the best, 4 a little slower
+    rows = [_row("wgmma", ms, s, shape) for s, ms in ((2, 2.35), (3, 1.36), (4, 1.45))]
+    rows += [_row("cuBLAS", 1.37, shape=shape), _row("mma", 3.8, 4, shape)]  # one stage count: nothing to check
+    for r in rows:
+        r.config = "tile 128x256" if r.impl == "wgmma" else ""
+    plans = gemm_bench.plan_check(GemmBench(facts.as_dict(), "bfloat16", rows), memory=None)
+    assert len(plans) == 1
+    p = plans[0]
+    rec = gemm_kernels.KERNELS["wgmma"]
+    per_sm = gemm_kernels.k_blocks_per_sm(rec, (128, 256), *shape, facts.sm_count)
+    assert per_sm == 16 * 128 and p.k_block_ns == pytest.approx(1.36e6 / per_sm)  # 2048 tiles / 132 SMs -> 16
+    want = gemm_kernels.plan_stages(rec, (128, 256), "bfloat16", facts, k_block_ns=p.k_block_ns, memory=None)
+    assert p.planned == want.recommended and 3 <= p.planned <= 4  # never the starving 2
+    assert p.best_stages == 3 and p.ratio == pytest.approx({3: 1.0, 4: 1.45 / 1.36}[p.planned])
+
+
+def test_the_gemm_plan_covers_a_loads_latency_with_k_blocks_in_flight():
+    from asynccopy import device, gemm_kernels
+
+    facts = device.lookup("H200")
+    rec = gemm_kernels.KERNELS["wgmma"]
+    slow = gemm_kernels.plan_stages(rec, (128, 128), "bfloat16", facts, k_block_ns=4 * facts.latency_ns, memory=None)
+    fast = gemm_kernels.plan_stages(rec, (128, 128), "bfloat16", facts, k_block_ns=facts.latency_ns / 4, memory=None)
+    assert slow.recommended == 2  # a k-block's compute outlasts a load: double buffering is enough
+    assert fast.recommended >= 5  # four k-blocks per latency: 4 or more in flight, as many as fit
+    assert fast.recommended <= rec.max_stages((128, 128), facts.smem_per_block_optin)
