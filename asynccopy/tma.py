@@ -62,15 +62,34 @@ def load_box(array, box, coords, *, swizzle: str = "none", oob_fill: str = "zero
     return host
 
 
+def row_end_overrun(spec: tensormap.TensorMapSpec, inner_first) -> str | None:
+    """Why a TMA store of spec's box at ``inner_first`` (innermost coordinate first) would write outside the
+    tensor, or None. On the H200 a store whose box reaches the end of a row that does not end on a
+    16-byte boundary writes on to that boundary: the bytes after the row's last element (another
+    array's, in a column slice) are overwritten."""
+    row = spec.dims[0] * spec.elem_bytes
+    if row % 16 == 0 or int(inner_first[0]) + spec.box[0] < spec.dims[0]:
+        return None
+    extra = (16 - row % 16) // spec.elem_bytes
+    return (f"a TMA store of this box reaches the end of a row of {spec.dims[0]} {spec.dtype} ({row} bytes, not a "
+            f"multiple of 16): the hardware writes on to the next 16-byte boundary, {extra} element(s) past the "
+            f"row's end (measured on the H200). Store boxes that end before the row's end, or use rows of a "
+            f"multiple of 16 bytes")
+
+
 def store_box(array, box, coords, image: np.ndarray, *, swizzle: str = "none", stream=None) -> None:
     """Place ``image`` (the shared-memory bytes, e.g. ``swizzle.apply(box_data, mode)``) in shared
-    memory and TMA-store the box at ``coords`` into ``array``; out-of-bounds parts are not written."""
+    memory and TMA-store the box at ``coords`` into ``array``; out-of-bounds parts are not written. A box
+    that would reach the end of a row not ending on a 16-byte boundary is refused (row_end_overrun)."""
     facts = _facts()
     s = arrays.resolve_stream(stream, array)
     desc, spec = tensormap.build(array, box, swizzle=swizzle, lint=False, stream=s)
     image = np.ascontiguousarray(image, dtype=np.uint8).reshape(-1)
     if image.size < spec.box_bytes:
         raise ArgumentError(f"image has {image.size} bytes; the box needs {spec.box_bytes}")
+    overrun = row_end_overrun(spec, _coords(coords, spec))
+    if overrun:
+        raise ArgumentError(overrun)
     from cuda.core import Device
 
     dev = Device(facts.device_id)

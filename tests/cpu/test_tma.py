@@ -42,3 +42,15 @@ def test_scale_bulk_checks_its_arguments_before_looking_for_a_gpu(kwargs, messag
         tma.scale_bulk(np.zeros(16, np.float32), **kwargs)
     with pytest.raises(ArgumentError, match=r"x is a host \(NumPy\) array"):
         tma.scale_bulk(np.zeros(16, np.float32))
+
+
+def test_a_store_reaching_the_end_of_a_row_off_16_bytes_is_refused():
+    # 301 bf16 = 602 bytes a row (rows 608 bytes apart): the H200 writes 3 elements past a box reaching the end
+    spec = tensormap.TensorMapSpec("bfloat16", (301, 40), (608,), (64, 16))
+    why = tma.row_end_overrun(spec, (256, 0))
+    assert why.startswith("a TMA store of this box reaches the end of a row of 301 bfloat16 (602 bytes")
+    assert "3 element(s) past the row's end" in why
+    assert tma.row_end_overrun(spec, (236, 8)) is None  # elements 236..299: short of the row's last, 300
+    assert tma.row_end_overrun(spec, (237, 0)) is not None  # 237..300: the last one included
+    # rows of a multiple of 16 bytes: a box hanging off the end is clipped exactly
+    assert tma.row_end_overrun(tensormap.TensorMapSpec("uint16", (96, 40), (192,), (64, 16)), (48, 30)) is None

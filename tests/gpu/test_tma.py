@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from asynccopy import swizzle, tensormap, tma
+from asynccopy.errors import ArgumentError
 
 pytestmark = pytest.mark.cc(9, 0)  # TMA
 
@@ -174,3 +175,17 @@ def test_validator_and_driver_agree_on_adversarial_configurations():
     assert not disagreements, f"{len(disagreements)} of {total} disagree:\n" + "\n".join(disagreements[:20])
     print(f"validator and driver agree on {asked} configurations asked of the driver ({accepted} accepted)")
     assert 0.3 * asked < accepted < 0.8 * asked, f"the sample is lopsided: {accepted} of {asked} accepted"
+
+
+def test_a_store_that_would_write_past_a_rows_end_is_refused(any_xp, rng):
+    # 301 two-byte columns of rows 304 apart: a box reaching column 300 would also write columns 301-303
+    target = np.full((40, 304), 0xBEEF, dtype=np.uint16)
+    whole = any_xp.from_numpy(target.copy())
+    data = _host(rng, (16, 64), np.uint16)
+    with pytest.raises(ArgumentError, match="reaches the end of a row of 301"):
+        tma.store_box(whole[:, :301], (16, 64), (0, 256), data)
+    tma.store_box(whole[:, :301], (16, 64), (0, 200), data)  # columns 200..263: inside the row
+    any_xp.sync()
+    want = target.copy()
+    want[:16, 200:264] = data
+    np.testing.assert_array_equal(any_xp.to_numpy(whole), want)
