@@ -127,7 +127,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     kernel, tile and stages can take these operands here."""
     from . import tuning
 
-    record = tuning.lookup(facts, a.dtype, not a.row_major, b.row_major, a.rows, b.cols, a.cols)
+    record = tuning.lookup(facts, a.dtype, not a.row_major, b.row_major, a.rows, b.cols, a.cols, alignment(a, b))
     if not record or record.get("kernel") not in usable:
         return None
     try:

@@ -4,7 +4,7 @@
     asynccopy.gemm.tune(4096, 4096, 4096, "bfloat16")       # tries every candidate, keeps the best
     c = asynccopy.gemm(a, b)                                 # a shape of that class now runs the best one
 
-A record is kept per (device, dtype, layout, shape class) in ``<cache dir>/gemm-tuning.json`` (the compile
+A record is kept per (device, dtype, layout, shape class, operand alignment) in ``<cache dir>/gemm-tuning.json`` (the compile
 cache's directory: ``ASYNCCOPY_CACHE_DIR`` moves it, ``off`` keeps records in this process only). A shape
 class puts each of m, n, k in its power-of-two bucket (513..1024 is one), so 1000 x 1000 x 1000 uses what
 1024^3 measured. asynccopy.gemm consults the records only where the caller names no kernel, tile or stages,
@@ -34,9 +34,11 @@ def layout_of(a_mn: bool, b_mn: bool) -> str:
     return ("t" if a_mn else "n") + ("n" if b_mn else "t")
 
 
-def key(facts, dtype: str, layout: str, m: int, n: int, k: int) -> str:
+def key(facts, dtype: str, layout: str, m: int, n: int, k: int, align: int = 16) -> str:
+    """A record's key. ``align``: the operands' alignment (asynccopy.matrix.alignment, at most 16): the
+    same shape with rows off 16 bytes takes other kernels (no TMA) and other copy widths."""
     mb, nb, kb = shape_class(m, n, k)
-    return f"{facts.name}|cc{facts.cc[0]}{facts.cc[1]}|{dtype}|{layout}|m{mb}n{nb}k{kb}"
+    return f"{facts.name}|cc{facts.cc[0]}{facts.cc[1]}|{dtype}|{layout}|m{mb}n{nb}k{kb}|a{min(16, int(align))}"
 
 
 def _path():
@@ -65,8 +67,8 @@ def records() -> dict[str, dict]:
         return dict(_records(_path()))
 
 
-def lookup(facts, dtype: str, a_mn: bool, b_mn: bool, m: int, n: int, k: int) -> dict | None:
-    return records().get(key(facts, dtype, layout_of(a_mn, b_mn), m, n, k))
+def lookup(facts, dtype: str, a_mn: bool, b_mn: bool, m: int, n: int, k: int, align: int = 16) -> dict | None:
+    return records().get(key(facts, dtype, layout_of(a_mn, b_mn), m, n, k, align))
 
 
 def save(entry_key: str, record: dict) -> None:

@@ -14,6 +14,7 @@ from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
 from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count
 from ..matmul import check_operands, configure, launch, matrix, why_not
+from ..matrix import alignment
 from .harness import median, time_ms
 
 
@@ -110,7 +111,7 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"
                      f"{f' splits {t.splits}' if t.splits > 1 else ''}: {t.ms:.3f} ms, {t.tflops:.0f} TFLOP/s")
     best = min(trials, key=lambda t: t.ms)
-    entry = tuning.key(facts, dtype, layout, m, n, k)
+    entry = tuning.key(facts, dtype, layout, m, n, k, alignment(a, b))
     if save:
         tuning.save(entry, {**asdict(best), "shape": [m, n, k]})
     return TuneResult(entry, best, trials)

@@ -28,7 +28,8 @@ def test_a_shape_class_is_each_extents_power_of_two_bucket():
     assert tuning.shape_class(513, 1000, 1024) == (10, 10, 10)
     assert tuning.shape_class(1025, 8192, 8193) == (11, 13, 14)
     assert tuning.layout_of(False, True) == "nn" and tuning.layout_of(True, False) == "tt"
-    assert tuning.key(H200, "bfloat16", "nt", 1000, 1024, 600) == "H200|cc90|bfloat16|nt|m10n10k10"
+    assert tuning.key(H200, "bfloat16", "nt", 1000, 1024, 600) == "H200|cc90|bfloat16|nt|m10n10k10|a16"
+    assert tuning.key(H200, "bfloat16", "nt", 1000, 1024, 600, align=4).endswith("|m10n10k10|a4")
 
 
 def test_a_record_is_kept_in_the_cache_directory_and_read_back(cache):
@@ -66,6 +67,21 @@ def test_gemm_follows_a_record_only_where_it_fits(cache):
     assert matmul.configure(a, b, "bfloat16", H200).kernel == "wgmma"
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 4, "splits": 8})
     assert matmul.configure(a, b, "bfloat16", H200).splits == 8
+
+
+def test_a_record_is_kept_per_operand_alignment(cache):
+    # k = 4092: rows of 8184 bytes, 8-byte aligned; no TMA: the mma kernel with 8-byte copies
+    a, b = _m(4096, 4092), _m(4092, 4096)
+    assert matmul.alignment(a, b) == 8
+    default = matmul.configure(a, b, "bfloat16", H200)
+    assert default.kernel == "mma" and default.align == 8
+    # a record of 16-byte-aligned operands of the same shape class is not this one's
+    tuning.save(tuning.key(H200, "bfloat16", "nn", 4096, 4096, 4096), {"kernel": "mma", "tile": [128, 128],
+                                                                        "stages": 2, "splits": 1})
+    assert matmul.configure(a, b, "bfloat16", H200).stages == default.stages
+    tuning.save(tuning.key(H200, "bfloat16", "nn", 4096, 4096, 4092, align=8),
+                {"kernel": "mma", "tile": [128, 128], "stages": 2, "splits": 1})
+    assert matmul.configure(a, b, "bfloat16", H200).stages == 2
 
 
 def test_without_a_cache_directory_records_last_for_the_process(monkeypatch):
