@@ -1,7 +1,7 @@
 // asynccopy/wgmma.cuh — one named wrapper per warpgroup matrix-multiply PTX instruction (sm_90a).
 //
-// What: wgmma.mma_async — D (f32, in registers) += A (bf16/f16, shared memory) x B (bf16/f16, shared
-// memory), m64nNk16, issued by the 4 warps of a warpgroup together (threads 128w .. 128w + 127, all
+// What: wgmma.mma_async — D (f32, in registers) += A (bf16/f16, shared memory or registers) x B
+// (bf16/f16, shared memory), m64nNk16, issued by the 4 warps of a warpgroup together (threads 128w .. 128w + 127, all
 // of them, converged) — and the fence / commit / wait that order it, the shared-memory matrix
 // descriptor, and setmaxnreg.
 // Operands in shared memory are described by a 64-bit descriptor (make_desc_*): the start address,
@@ -167,6 +167,40 @@ ASYNCCOPY_WGMMA(64, 32, F16, "f16", 34, 32, 33, 35, 36)
 ASYNCCOPY_WGMMA(128, 64, F16, "f16", 66, 64, 65, 67, 68)
 ASYNCCOPY_WGMMA(256, 128, F16, "f16", 130, 128, 129, 131, 132)
 
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, {a0, a1, a2, a3}, desc_b, scale_d, 1, 1, TRANS_B:
+// d = A x B + (scale_d ? d : 0) with A (64 x 16) in registers. Each warp w of the warpgroup holds rows
+// 16w .. 16w + 15 in the layout of mma.sync m16n8k16's A fragment (lane l, g = l / 4, q = l % 4; two
+// elements per register, the lower k in the low half): a0 (row g, k 2q, 2q + 1), a1 (row g + 8, k 2q,
+// 2q + 1), a2 (row g, k 2q + 8, 2q + 9), a3 (row g + 8, k 2q + 8, 2q + 9). That is the accumulator
+// layout of registers 8c .. 8c + 7 of an m64nN product, columns 16c .. 16c + 15, rounded to T in pairs:
+// a product's result (an attention score tile) is the next product's A operand without leaving the
+// registers. The registers must not change until the group is waited for.
+template <int N, class T>
+struct WgmmaRS;
+
+// REGS: the accumulators' count (N / 2); A: the four A registers' operand numbers; DB, P, TB: the
+// descriptor's, scale_d's and the transpose's.
+#define ASYNCCOPY_WGMMA_RS(N, REGS, TAG, TYPE, A, DB, P, TB)                                                      \
+    template <>                                                                                                  \
+    struct WgmmaRS<N, TAG> {                                                                                     \
+        template <int TRANS_B>                                                                                   \
+        __device__ __forceinline__ static void mma(float (&d)[REGS], const unsigned (&a)[4],                      \
+                                                   unsigned long long desc_b, int scale_d)                       \
+        {                                                                                                        \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                        \
+                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " "                     \
+                         "{" ASYNCCOPY_REGS_##REGS "}, {" A "}, %" #DB ", p, 1, 1, %" #TB ";\n}\n"              \
+                         : ASYNCCOPY_ACC_##REGS                                                                  \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B)); \
+        }                                                                                                        \
+    };
+
+ASYNCCOPY_WGMMA_RS(64, 32, Bf16, "bf16", "%32, %33, %34, %35", 36, 37, 38)
+ASYNCCOPY_WGMMA_RS(128, 64, Bf16, "bf16", "%64, %65, %66, %67", 68, 69, 70)
+ASYNCCOPY_WGMMA_RS(64, 32, F16, "f16", "%32, %33, %34, %35", 36, 37, 38)
+ASYNCCOPY_WGMMA_RS(128, 64, F16, "f16", "%64, %65, %66, %67", 68, 69, 70)
+
+#undef ASYNCCOPY_WGMMA_RS
 #undef ASYNCCOPY_WGMMA
 #undef ASYNCCOPY_REGS_32
 #undef ASYNCCOPY_REGS_64

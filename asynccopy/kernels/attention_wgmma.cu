@@ -1,0 +1,281 @@
+// attention_wgmma.cu — attention forward on Hopper (sm_90a), the FlashAttention-3 design: a producer
+// warp loads Q once and K / V tiles through a STAGES-deep ring with TMA, two consumer warpgroups run
+// wgmma from shared memory (S = Q K^T) and from registers (O += P V), online softmax in between.
+//
+// What: out[b, h, i, :] = sum_j softmax_j(scale * q_i . k_j) v_j for query head h, key/value head
+// h / group, keys j < k_len (and j <= i when CAUSAL: the top-left aligned mask of PyTorch's is_causal);
+// bf16 / f16 in and out, f32 softmax and accumulators; lse[b, h, i] = log sum_j exp(scale q_i . k_j)
+// when asked for. Q, K, V and out are 4-D tensor maps over (head_dim, seq, heads, batch), innermost
+// first, with any strides that are multiples of 16 bytes (so both the (batch, heads, seq, head_dim)
+// and the (batch, seq, heads, head_dim) memory layouts work without a copy).
+// How: a block is 3 warpgroups and one 128-query tile of one (batch, head); its K / V tiles are BN = 128
+// keys. Warpgroup 0 is the producer: its thread 0 issues Q's load (one box per 64 columns of head_dim,
+// 128B swizzle) on full_q, then for each K / V tile waits for a free stage (empty[s]) and loads K on
+// full_k[s] and V on full_v[s] (separate barriers, so S = Q K^T starts before V has landed). Boxes
+// past the sequence's end come back zero-filled. Warpgroups 1 and 2 are consumers, each owning 64 query
+// rows: per tile, S (64 x 128, f32, in registers) = Q K^T by D / 16 wgmma m64n128k16 from shared memory;
+// masking (keys >= k_len, and past the diagonal when CAUSAL) only on the tiles that need it; the row
+// maxima and sums by quad shuffles; O rescaled; P rounded to T straight into the A-fragment registers of
+// the next product (the accumulator layout of 16 columns is the register A layout of a k16 step:
+// wgmma.cuh, WgmmaRS); O (64 x D) += P V by BN / 16 wgmma m64nDk16 with V MN-major in shared memory;
+// the stage handed back (one arrival per consumer warp). Causal blocks skip the key tiles wholly past
+// their last query, and the grid runs its query tiles last-first so that the longest start first.
+// Epilogue: O / l rounded to T into the consumer's own rows of Q's buffer (the same 128B-swizzled
+// [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns; rows past q_len
+// are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240).
+// Shared memory (dynamic, 1024-byte aligned): Q [D / 64][128][64]; then per stage K [D / 64][BN][64]
+// and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA).
+// Constraints: sm_90a; T bf16 or f16; D 64 or 128; q_len, k_len >= 1; strides multiples of 16 bytes.
+// Run: asynccopy.attention(q, k, v, kernel="wgmma").
+#include <asynccopy/gemm.cuh>
+#include <asynccopy/mbarrier.cuh>
+#include <asynccopy/pipeline.cuh>
+#include <asynccopy/tma.cuh>
+#include <asynccopy/wgmma.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace ac = asynccopy;
+using u64 = unsigned long long;
+
+namespace {
+
+constexpr int BM = 128;       // queries per block: 64 per consumer warpgroup
+constexpr int BN = 128;       // keys per K / V tile
+constexpr int CONSUMERS = 2;  // consumer warpgroups
+constexpr int PRODUCER_REGS = 24;
+constexpr int CONSUMER_REGS = 240;
+constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
+#define NEG_INF __int_as_float(0xff800000u)
+
+// Two floats rounded to T and packed into one 32-bit register, the first in the low half.
+template <class T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+}
+template <>
+__device__ __forceinline__ unsigned pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&v);
+}
+
+// The max and the sum over the four threads of a quad (lanes 4g .. 4g + 3 hold one row's columns).
+__device__ __forceinline__ float quad_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+}  // namespace
+
+// Accumulator register i of consumer thread t (0..127) after m64nN: row 16 (t / 32) + (t % 32) / 4 +
+// 8 ((i >> 1) & 1) of the warpgroup's 64 rows, column 8 (i >> 2) + 2 (t % 4) + (i & 1). A thread
+// holds two rows (r0, r0 + 8): registers with (i >> 1) & 1 == 0 are r0's, the others r0 + 8's.
+template <class T, int D, int STAGES, int CAUSAL>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    attention_wgmma(const __grid_constant__ ac::TensorMap map_q, const __grid_constant__ ac::TensorMap map_k,
+                    const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
+                    float* __restrict__ lse, int heads, int group, int q_len, int k_len, float scale_log2)
+{
+    static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
+    using Tag = typename ac::WgmmaType<T>::tag;
+    constexpr int PANELS = D / PANEL;
+    constexpr int Q_ELEMS = BM * D;
+    constexpr int KV_ELEMS = BN * D;  // one of K or V, one stage
+    constexpr unsigned Q_BYTES = 2u * Q_ELEMS, KV_BYTES = 2u * KV_ELEMS;
+    static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "whole 1024-byte swizzle repeats");
+
+    unsigned char* base = ac::dynamic_smem<unsigned char>();
+    unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
+    unsigned short* q_s = smem;
+    __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty[STAGES];
+    if (threadIdx.x == 0) {
+        ac::mbarrier_init(&full_q, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            ac::mbarrier_init(&full_k[s], 1);
+            ac::mbarrier_init(&full_v[s], 1);
+            ac::mbarrier_init(&empty[s], 4 * CONSUMERS);  // one arrival per consumer warp
+        }
+        ac::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int q_tiles = (q_len + BM - 1) / BM;
+    const int qt = CAUSAL ? q_tiles - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / group;
+    const int q0 = qt * BM;
+    int kv_tiles = (k_len + BN - 1) / BN;
+    if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
+        const int last = min(q0 + BM, q_len) - 1;
+        kv_tiles = min(kv_tiles, last / BN + 1);
+    }
+    const int warpgroup = threadIdx.x / 128;
+
+    if (warpgroup == 0) {  // the producer
+        ac::setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x != 0) return;
+        ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
+#pragma unroll
+        for (int p = 0; p < PANELS; ++p) {
+            const int at[4] = {PANEL * p, q0, h, b};
+            ac::tensor_load<4>(q_s + p * BM * PANEL, &map_q, at, &full_q);
+        }
+        for (int j = 0; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j);
+            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(j) ^ 1u, {"attention_wgmma", "empty", s});
+            unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
+            unsigned short* v_s = k_s + KV_ELEMS;
+            ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p) {
+                const int at[4] = {PANEL * p, j * BN, hk, b};
+                ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
+            }
+            ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p) {
+                const int at[4] = {PANEL * p, j * BN, hk, b};
+                ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
+            }
+        }
+        return;
+    }
+
+    // the consumers: warpgroup w = 0, 1 owns queries q0 + 64w .. q0 + 64w + 63
+    ac::setmaxnreg_inc<CONSUMER_REGS>();
+    const int w = warpgroup - 1;
+    const int t = threadIdx.x % 128, lane = t % 32;
+    const int r0 = 64 * w + 16 * (t / 32) + lane / 4;  // this thread's rows r0 and r0 + 8 of the block
+    const int qrow[2] = {q0 + r0, q0 + r0 + 8};
+    float acc_s[BN / 2];
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
+    unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
+
+    ac::mbarrier_wait_parity(&full_q, 0u, {"attention_wgmma", "full_q", 0});
+    for (int j = 0; j < kv_tiles; ++j) {
+        const int s = ac::stage_of<STAGES>(j);
+        const unsigned phase = ac::phase_of<STAGES>(j);
+        const unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
+        const unsigned short* v_s = k_s + KV_ELEMS;
+        ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+        // S = Q K^T: A = the warpgroup's 64 rows of Q (K-major), B = K^T (K [keys][D]: K-major too)
+        ac::accumulator_fence(acc_s);
+        ac::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const int p = kk / 4, off = (kk % 4) * 16;  // panel, and the k16 step's element offset in its rows
+            const u64 dq = ac::make_desc_k_major(q_s + p * BM * PANEL + w * 64 * PANEL + off);
+            const u64 dk = ac::make_desc_k_major(k_s + p * BN * PANEL + off);
+            ac::Wgmma<BN, Tag>::template mma<0, 0>(acc_s, dq, dk, kk > 0 ? 1 : 0);
+        }
+        ac::wgmma_commit();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_s);
+
+        // scores in log2 units (x * scale * log2 e); then keys past k_len, and (causal) keys past each row's
+        // query, masked on the tiles that have any
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc_s[i] *= scale_log2;
+        const int key0 = j * BN + 2 * (lane % 4);
+        const bool edge = (j + 1) * BN > k_len || (CAUSAL && (j + 1) * BN - 1 > q0 + 64 * w);
+        if (edge) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) {
+                const int key = key0 + 8 * (i >> 2) + (i & 1);
+                const int row = (i >> 1) & 1;
+                if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = NEG_INF;
+            }
+        }
+        // online softmax, two rows per thread
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc_s[i]);
+        float rescale[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = quad_max(mx[r]);
+            // a row that saw no key yet keeps -inf; exp2(-inf - -inf) would be NaN
+            rescale[r] = m[r] == NEG_INF ? 0.0f : exp2f(m[r] - mx[r]);
+            m[r] = mx[r];
+        }
+        const float base_row[2] = {mx[0] == NEG_INF ? 0.0f : mx[0], mx[1] == NEG_INF ? 0.0f : mx[1]};
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            const int r = (i >> 1) & 1;
+            acc_s[i] = exp2f(acc_s[i] - base_row[r]);
+            sum[r] += acc_s[i];
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * rescale[r] + quad_sum(sum[r]);
+        ac::accumulator_fence(acc_o);
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) acc_o[i] *= rescale[(i >> 1) & 1];
+        // P in T, as the A fragments of the k16 steps: registers 8c .. 8c + 7 of S are step c's a0..a3
+#pragma unroll
+        for (int c = 0; c < BN / 16; ++c) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) pa[c][x] = pack2<T>(acc_s[8 * c + 2 * x], acc_s[8 * c + 2 * x + 1]);
+        }
+
+        // O += P V: B = V [keys][D], MN-major (head_dim contiguous), panels of 64 columns BN * 128 bytes apart
+        ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+        ac::accumulator_fence(acc_o);
+        ac::wgmma_fence();
+#pragma unroll
+        for (int c = 0; c < BN / 16; ++c) {
+            const u64 dv = ac::make_desc_mn_major(v_s + c * 16 * PANEL, 2u * BN * PANEL);
+            ac::WgmmaRS<D, Tag>::template mma<1>(acc_o, pa[c], dv, 1);
+        }
+        ac::wgmma_commit();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_o);
+        if (lane == 0) ac::mbarrier_arrive(&empty[s]);  // K and V of this stage are read: the producer may refill
+    }
+
+    // lse (natural log) of the rows this quad holds, by its first thread
+    if (lse != nullptr && lane % 4 == 0) {
+        float* out_lse = lse + (static_cast<long long>(b) * heads + h) * q_len;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
+    }
+    // O / l into this warpgroup's rows of Q's buffer (its 64 rows of each panel: [64][128 bytes], 128B-
+    // swizzled as the map's boxes), then one TMA store per panel
+    const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+#pragma unroll
+    for (int i = 0; i < D / 2; i += 2) {
+        const int r = (i >> 1) & 1;
+        const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
+        const int col = 8 * (i >> 2) + 2 * (lane % 4);
+        const int p = col / PANEL, byte = 2 * (col % PANEL);
+        unsigned char* panel = reinterpret_cast<unsigned char*>(q_s + p * BM * PANEL + w * 64 * PANEL);
+        unsigned char* at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+        *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
+    }
+    ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
+    ac::named_barrier_sync(1 + w, 128);
+    if (t == 0) {
+#pragma unroll
+        for (int p = 0; p < PANELS; ++p) {
+            const int at[4] = {PANEL * p, q0 + 64 * w, h, b};
+            ac::tensor_store<4>(&map_o, at, q_s + p * BM * PANEL + w * 64 * PANEL);
+        }
+        ac::bulk_commit_group();
+        ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+    }
+}
