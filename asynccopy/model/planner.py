@@ -182,14 +182,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     curve = _memory(memory, dev)
     stage = sum(o.nbytes for o in ops)
     needed = dev.bytes_in_flight_per_sm if curve is None else curve.bytes_for(COVERED_RATE)
-    rows = []
-    for s in range(1, max_stages + 1):
-        smem = s * stage + static_smem
-        fits = smem <= dev.smem_per_block_optin
-        b, limiter = _blocks_per_sm(dev, smem, threads, regs_per_thread, blocks_per_sm) if fits else (0, "shared memory")
-        flight = (s - 1) * stage * b
-        rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
-                             flight / needed if needed else 0.0))
+    rows = _rows(dev, stage, static_smem, threads, regs_per_thread, blocks_per_sm, max_stages, needed)
     busy = refill = None
     if compute_ns is not None:
         c = costs
@@ -203,15 +196,34 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     result = Plan(dev, ops, threads, stage, needed, rows, 0, compute_ns=compute_ns, busy_ns=busy, refill_ns=refill,
                   memory=curve)
     if compute_ns is not None:
-        bw_sm = dev.bandwidth / dev.sm_count / 1e9
-        for r in rows:
-            if r.fits and r.blocks_per_sm:
-                sim = simulate.simulate(r.stages, tiles, tile_bytes=stage, compute_ns=compute_ns,
-                                        latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
-                                        costs=costs, memory=curve)
-                r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
+        _simulate_rows(result, tiles, costs)
     _recommend(result)
     return result
+
+
+def _rows(dev, stage, static_smem, threads, regs, blocks_per_sm, max_stages, needed) -> list[StageRow]:
+    """A row per stage count: its shared memory, whether it fits, blocks per SM and bytes in flight."""
+    rows = []
+    for s in range(1, max_stages + 1):
+        smem = s * stage + static_smem
+        fits = smem <= dev.smem_per_block_optin
+        b, limiter = _blocks_per_sm(dev, smem, threads, regs, blocks_per_sm) if fits else (0, "shared memory")
+        flight = (s - 1) * stage * b
+        rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
+                             flight / needed if needed else 0.0))
+    return rows
+
+
+def _simulate_rows(p: Plan, tiles: int, costs: KernelCosts) -> None:
+    """Each row that fits, simulated: its predicted time per tile of the SM."""
+    dev = p.device
+    bw_sm = dev.bandwidth / dev.sm_count / 1e9
+    for r in p.rows:
+        if r.fits and r.blocks_per_sm:
+            sim = simulate.simulate(r.stages, tiles, tile_bytes=p.stage_bytes, compute_ns=p.compute_ns,
+                                    latency_ns=dev.latency_ns, bandwidth_per_sm=bw_sm, blocks=r.blocks_per_sm,
+                                    costs=costs, memory=p.memory)
+            r.ns_per_tile = sim.ns_per_tile / r.blocks_per_sm  # per tile of the SM
 
 
 MAX_PLANNED_STAGES = 64  # a plan's table has a row per stage count
