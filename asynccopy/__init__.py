@@ -1,6 +1,7 @@
 """asynccopy: asynchronous global → shared data movement on NVIDIA GPUs, usable and measured from Python."""
 
 from . import device
+from .attention import attention
 from .build import compile, disassemble
 from .device import DeviceFacts
 from .errors import ArgumentError, AsyncCopyError, CompileError, DeviceError
@@ -25,6 +26,6 @@ gemm.tune = _tune
 
 __all__ = [
     "ArgumentError", "AsyncCopyError", "CompileError", "DeviceError", "DeviceFacts", "gemm", "KernelCosts", "MECHANISMS",
-    "Mechanism", "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference",
+    "Mechanism", "attention", "Operand", "StreamConfig", "compile", "device", "disassemble", "mechanisms", "plan", "reference",
     "register", "run",
 ]

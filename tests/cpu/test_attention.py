@@ -1,0 +1,191 @@
+"""asynccopy.attention without a GPU: the mma kernel compiles for sm_80 and sm_90a at every dtype, head dim
+and causal flag (stage counts 1..4 spread over the two archs) to the instructions of its design (16-byte
+LDGSTS, ldmatrix plain for Q and K and .trans for V, HMMA.16816 of the input type, MUFU.EX2) without a
+spill; the record's shared memory fits; and every bad input is named by the checks before anything runs."""
+
+import importlib
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import asynccopy
+from asynccopy import build, device
+from asynccopy.attention import AttentionConfig, Tensor4
+from asynccopy.errors import ArgumentError
+
+att = importlib.import_module("asynccopy.attention")  # the module: asynccopy.attention is its function
+
+A100 = device.lookup("A100-40GB")
+H200 = device.lookup("H200")
+L40S = device.lookup("L40S")
+V100 = device.lookup("V100")
+STAGES = {"sm_80": (1, 3), "sm_90a": (2, 4)}
+CASES = [(arch, AttentionConfig("mma", dtype, d, stages, causal))
+         for arch in STAGES for dtype, d, causal, stages in itertools.product(att.DTYPES, (64, 128), (False, True),
+                                                                              STAGES[arch])]
+
+
+def _id(case):
+    arch, c = case
+    return f"{arch}-{c.dtype}-d{c.head_dim}-s{c.stages}-{'causal' if c.causal else 'full'}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
+    arch, cfg = case
+    module = cfg.compile(arch)
+    sass = module.sass()
+    for op in cfg.record.sass + ("LDSM.16.M88.4", "LDSM.16.MT88.4", "MUFU.EX2"):
+        assert op in sass, f"no {op} in {cfg.name_expression()} ({arch})"
+    # every copy a 16-byte cp.async that bypasses L1 (zero-fill past the sequence: its src-size operand)
+    assert set(re.findall(r"LDGSTS[.A-Z0-9]*", sass)) <= {"LDGSTS.E.BYPASS.128", "LDGSTS.E.BYPASS.128.ZFILL"}
+    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
+    assert set(hmma) == {"HMMA.16816.F32.BF16" if cfg.dtype == "bfloat16" else "HMMA.16816.F32"}, set(hmma)
+    # two variants of a key tile (masked, unmasked), each D/16 x BN/8 mma for Q K^T and as many for P V
+    bn = cfg.record.tile[1]
+    assert len(hmma) == 2 * 2 * (cfg.head_dim // 16) * (bn // 8), len(hmma)
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+    assert "LDL" not in sass and "STL" not in sass
+
+
+def test_the_record_launches_what_the_kernel_assumes():
+    rec = att.KERNELS["mma"]
+    assert (rec.tile, rec.threads, rec.min_cc, rec.head_dims) == ((128, 64), 256, (8, 0), (64, 128))
+    # a stage is a K and a V tile of 64 keys; Q (128 x D, as large) lives in the last stage at first
+    assert AttentionConfig("mma", "float16", 128, 3, True).smem_bytes == 3 * 2 * 64 * 128 * 2
+    assert AttentionConfig("mma", "bfloat16", 64, 2, False).smem_bytes == 2 * 2 * 64 * 64 * 2
+    assert AttentionConfig("mma", "bfloat16", 64, 2, True).name_expression() == "attention_mma<__nv_bfloat16, 64, 2, 1>"
+    for d in rec.head_dims:
+        assert rec.fit(d, A100.smem_per_block_optin) == 4
+        assert AttentionConfig("mma", "bfloat16", d, 4, False).smem_bytes + rec.smem_reserve <= A100.smem_per_block_optin
+    assert rec.fit(128, L40S.smem_per_block_optin) == 3  # 99 KiB a block: 3 x 32 KiB
+
+
+def test_the_kernel_needs_sm_80():
+    with pytest.raises(ArgumentError, match=r"attention kernel 'mma' needs sm_80; got sm_75"):
+        AttentionConfig("mma", "bfloat16", 64, 2, False).compile("sm_75")
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks, on shapes, dtypes and strides alone
+
+
+def _t(name, shape, dtype="bfloat16", strides=None, ptr=1 << 30, device_id=0):
+    strides = strides if strides is not None else att._contiguous_strides(shape)
+    return Tensor4(name, tuple(shape), tuple(strides), dtype, ptr, device_id)
+
+
+def _qkv(b=2, hq=8, hkv=2, lq=100, lk=300, d=128, dtype="bfloat16"):
+    return _t("q", (b, hq, lq, d), dtype), _t("k", (b, hkv, lk, d), dtype), _t("v", (b, hkv, lk, d), dtype)
+
+
+def test_good_inputs_pose_their_problem():
+    p = att.check_inputs(*_qkv())
+    assert (p.batch, p.heads, p.kv_heads, p.q_len, p.k_len, p.head_dim, p.dtype) == (2, 8, 2, 100, 300, 128, "bfloat16")
+    assert p.group == 4
+    # (batch, seq, heads, head_dim) memory viewed as (batch, heads, seq, head_dim): taken as it is
+    b, s, h, d = 2, 77, 4, 64
+    bshd = (s * h * d, d, h * d, 1)
+    q, k, v = (_t(n, (b, h, s, d), "float16", bshd) for n in "qkv")
+    assert att.check_inputs(q, k, v).q_len == s
+    cfg = att.configure(att.check_inputs(q, k, v), A100, causal=True)
+    assert (cfg.kernel, cfg.stages, cfg.causal, cfg.head_dim) == ("mma", 3, True, 64)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda q, k, v: (_t("q", (8, 100, 128)), k, v), r"q must be 4-D \(batch, heads, seq, head_dim\), got 3 dimensions"),
+    (lambda q, k, v: (q, k, _t("v", (2, 2, 300, 128), "float32")), r"v must be bfloat16 or float16, got float32"),
+    (lambda q, k, v: (q, _t("k", (2, 2, 300, 128), "float16"), v), r"one dtype, got q bfloat16 and k float16"),
+    (lambda q, k, v: (q, _t("k", (3, 2, 300, 128)), v), r"k's batch 3 differs from q's 2"),
+    (lambda q, k, v: (q, _t("k", (2, 2, 300, 64)), _t("v", (2, 2, 300, 64))), r"k's head_dim 64 differs from q's 128"),
+    (lambda q, k, v: (q, k, _t("v", (2, 2, 299, 128))), r"k and v must have one shape"),
+    (lambda q, k, v: (q, _t("k", (2, 3, 300, 128)), _t("v", (2, 3, 300, 128))), r"heads \(3\) must divide q's heads \(8\)"),
+    (lambda q, k, v: (q, _t("k", (2, 2, 0, 128)), _t("v", (2, 2, 0, 128))), r"at least one key: their seq is 0"),
+    (lambda q, k, v: (_t("q", (2, 8, 100, 128), strides=(204800, 25600, 256, 2)), k, v),
+     r"q's head_dim must be contiguous \(element stride 1\), got stride 2"),
+    (lambda q, k, v: (q, k, _t("v", (2, 2, 300, 128), ptr=(1 << 30) + 2)), r"v's data pointer 0x40000002 is not 16-byte"),
+    (lambda q, k, v: (q, _t("k", (2, 2, 300, 128), strides=(2 * 300 * 132, 300 * 132, 132 + 1, 1)), v),
+     r"k's seq stride 133 elements \(266 bytes\) is not a multiple of 16 bytes"),
+    (lambda q, k, v: (_t("q", (2, 8, 100, 128), strides=(8 * 100 * 128 + 4, 100 * 128, 128, 1)), k, v),
+     r"q's batch stride 102404 elements"),
+    (lambda q, k, v: (q, _t("k", (2, 2, 300, 128), device_id=1), v), r"q is on device 0 and k on device 1"),
+])
+def test_each_bad_input_is_named(change, message):
+    with pytest.raises(ArgumentError, match=message):
+        att.check_inputs(*change(*_qkv()))
+
+
+def test_strides_of_extent_one_axes_are_not_checked():
+    # one query, one head: PyTorch reports any stride there; it is never used
+    q = _t("q", (1, 1, 1, 64), strides=(7, 5, 3, 1))
+    k = _t("k", (1, 1, 10, 64))
+    assert att.check_inputs(q, k, _t("v", (1, 1, 10, 64))).q_len == 1
+
+
+@pytest.mark.parametrize("d, message", [
+    (96, r"mma takes head_dim 64 or 128, got 96"),
+    (256, r"mma takes head_dim 64 or 128, got 256 \(256 would need more registers"),
+])
+def test_an_unsupported_head_dim_is_named(d, message):
+    p = att.check_inputs(*_qkv(d=d))
+    with pytest.raises(ArgumentError, match=r"no attention kernel can take these inputs here: " + message):
+        att.configure(p, H200)
+
+
+def test_kernels_and_stages_are_checked_against_the_device():
+    p = att.check_inputs(*_qkv())
+    with pytest.raises(ArgumentError, match=r"unknown attention kernel 'wgmma'; choose one of: mma"):
+        att.configure(p, H200, kernel="wgmma")
+    with pytest.raises(ArgumentError, match=r"mma needs compute capability 8.0; V100 is 7.0"):
+        att.configure(p, V100)
+    with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 5"):
+        att.configure(p, H200, stages=5)
+    with pytest.raises(ArgumentError, match=r"4 stages of 32 KiB \(head_dim 128\) do not fit the 99 KiB .* L40S; at most 3"):
+        att.configure(p, L40S, stages=4)
+    assert att.configure(p, L40S).stages == 3
+    assert att.configure(p, H200, kernel="mma", stages=1).stages == 1
+
+
+def test_out_is_checked_against_the_problem():
+    p = att.check_inputs(*_qkv())
+    att.check_out(_t("out", (2, 8, 100, 128)), p)
+    with pytest.raises(ArgumentError, match=r"out must have q's shape \(2, 8, 100, 128\), got \(2, 8, 100, 64\)"):
+        att.check_out(_t("out", (2, 8, 100, 64)), p)
+    with pytest.raises(ArgumentError, match=r"out must be bfloat16 \(q's dtype\), got float16"):
+        att.check_out(_t("out", (2, 8, 100, 128), "float16"), p)
+    with pytest.raises(ArgumentError, match=r"out's seq stride 130 elements"):
+        att.check_out(_t("out", (2, 8, 100, 128), strides=(8 * 100 * 130, 100 * 130, 130, 1)), p)
+    with pytest.raises(ArgumentError, match=r"out overlaps itself \(a broadcast view\?"):
+        att.check_out(_t("out", (2, 8, 100, 128), strides=(0, 100 * 128, 128, 1)), p)
+
+
+def test_broadcast_keys_and_values_are_read_as_they_are():
+    # k and v expanded over the heads (stride 0): every head reads the one stored
+    k, v = (_t(name, (2, 8, 300, 128), strides=(300 * 128, 0, 128, 1)) for name in "kv")
+    assert att.check_inputs(_t("q", (2, 8, 100, 128)), k, v).kv_heads == 8
+
+
+class _FakeCudaArray:
+    """Passes the 'is it a CUDA array' check without a GPU (never viewed: the checks before it fail)."""
+
+    __cuda_array_interface__ = {"shape": (1, 1, 1, 64), "typestr": "<f2", "data": (1 << 30, False), "version": 3}
+
+
+def test_host_arrays_and_bad_flags_are_refused_before_any_gpu_work():
+    dev = _FakeCudaArray()
+    host = np.zeros((1, 1, 4, 64), dtype=np.float16)
+    with pytest.raises(ArgumentError, match=r"k is a host \(NumPy\) array; pass a CUDA array"):
+        asynccopy.attention(dev, host, dev)
+    with pytest.raises(ArgumentError, match=r"v must be a CUDA array speaking DLPack or __cuda_array_interface__, got list"):
+        asynccopy.attention(dev, dev, [[1.0]])
+    with pytest.raises(ArgumentError, match=r"out is a host \(NumPy\) array"):
+        asynccopy.attention(dev, dev, dev, out=host)
+    with pytest.raises(ArgumentError, match=r"causal must be True or False, got 'yes'"):
+        asynccopy.attention(dev, dev, dev, causal="yes")
+    with pytest.raises(ArgumentError, match=r"scale must be a finite number, got nan"):
+        asynccopy.attention(dev, dev, dev, scale=float("nan"))
+    with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 0"):
+        asynccopy.attention(dev, dev, dev, stages=0)

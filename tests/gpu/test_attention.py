@@ -1,0 +1,169 @@
+"""asynccopy.attention on the GPU against a float64 reference computed from the same bf16 / f16 inputs:
+random and awkward shapes (one query, one key, lengths off every tile, 3000, 8191, query and key lengths
+apart), causal and not, grouped-query attention, both memory layouts ((batch, heads, seq, head_dim) and
+(batch, seq, heads, head_dim) viewed through transpose(1, 2)), every stage count, PyTorch and CuPy inputs on
+side streams, outputs poisoned first. The rule (flash-attention's): the maximum absolute error is at most
+twice that of PyTorch's own SDPA (its best backend for the inputs, measured on the same inputs against the
+same reference) plus a small floor; no NaN anywhere; the log-sum-exp against the reference's."""
+
+import math
+
+import numpy as np
+import pytest
+
+import asynccopy
+
+pytestmark = pytest.mark.cc(8, 0)
+
+FLOOR = 2.0**-10  # absolute: where PyTorch's error is 0 (one key: the output is v exactly)
+LSE_TOL = 1e-3  # absolute + relative; the lse is computed in f32 from f32 scores
+
+# (batch, q heads, kv heads, q_len, k_len, head_dim)
+SHAPES = [(1, 1, 1, 1, 1, 64), (2, 4, 4, 1, 200, 128), (1, 2, 2, 200, 1, 64), (2, 3, 3, 129, 65, 64),
+          (1, 2, 1, 77, 300, 128), (1, 4, 2, 300, 77, 64), (2, 2, 2, 128, 128, 128), (1, 8, 2, 1000, 1000, 128),
+          (1, 2, 2, 3000, 3000, 64), (1, 1, 1, 257, 8191, 128)]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    return torch
+
+
+def _inputs(torch, shape, dtype, layout, seed):
+    """q, k, v of ``shape`` in ``layout`` ("bhsd": contiguous; "bshd": (batch, seq, heads, head_dim) memory
+    viewed as (batch, heads, seq, head_dim)), standard normal values rounded to dtype."""
+    b, hq, hkv, lq, lk, d = shape
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    tdt = getattr(torch, dtype)
+
+    def one(h, s):
+        if layout == "bhsd":
+            return torch.randn(b, h, s, d, device="cuda", generator=gen).to(tdt)
+        return torch.randn(b, s, h, d, device="cuda", generator=gen).to(tdt).transpose(1, 2)
+
+    return one(hq, lq), one(hkv, lk), one(hkv, lk)
+
+
+def _poisoned(torch, like, layout, pad=8):
+    """A NaN output of q's shape and layout whose rows are ``pad`` elements longer than head_dim (to see
+    that nothing is written past it), and the whole allocation."""
+    b, h, s, d = like.shape
+    if layout == "bhsd":
+        store = torch.full((b, h, s, d + pad), float("nan"), device="cuda", dtype=like.dtype)
+        return store[..., :d], store
+    store = torch.full((b, s, h, d + pad), float("nan"), device="cuda", dtype=like.dtype)
+    return store[..., :d].transpose(1, 2), store
+
+
+def _reference(torch, q, k, v, causal, scale):
+    """float64 out and lse from the same values: PyTorch SDPA's definition (tril mask top-left aligned,
+    k / v heads repeated for grouped-query attention)."""
+    group = q.shape[1] // k.shape[1]
+    q64, k64, v64 = q.double(), k.double().repeat_interleave(group, 1), v.double().repeat_interleave(group, 1)
+    s = q64 @ k64.transpose(-1, -2) * scale
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(lq, lk, dtype=torch.bool, device="cuda").tril(), float("-inf"))
+    return torch.softmax(s, -1) @ v64, torch.logsumexp(s, -1)
+
+
+def _torch_error(torch, q, k, v, causal, scale, ref):
+    """Max |PyTorch SDPA - reference| on the same inputs, PyTorch choosing its backend."""
+    group = q.shape[1] // k.shape[1]
+    k_rep, v_rep = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    got = torch.nn.functional.scaled_dot_product_attention(q, k_rep, v_rep, is_causal=causal, scale=scale)
+    return (got.double() - ref).abs().max().item()
+
+
+def _check(torch, got, lse, ref, ref_lse, base_err, what):
+    g = got.double()
+    assert not g.isnan().any(), f"{what}: {g.isnan().sum().item()} outputs NaN (never written?)"
+    err = (g - ref).abs().max().item()
+    assert err <= 2 * base_err + FLOOR, f"{what}: max abs error {err:.3e}, PyTorch SDPA's {base_err:.3e}"
+    if lse is not None:
+        assert lse.dtype == torch.float32 and tuple(lse.shape) == tuple(ref_lse.shape)
+        lerr = ((lse.double() - ref_lse).abs() / (1 + ref_lse.abs())).max().item()
+        assert lerr <= LSE_TOL, f"{what}: lse error {lerr:.3e}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_attention_matches_float64(torch, rng, shape, layout, causal, dtype):
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, shape, dtype, layout, seed)
+    scale = 1.0 / math.sqrt(shape[-1])
+    out, store = _poisoned(torch, q, layout)
+    got, lse = asynccopy.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    assert got is out
+    ref, ref_lse = _reference(torch, q, k, v, causal, scale)
+    what = f"{shape} {layout} {dtype} causal={causal} seed={seed}"
+    _check(torch, got, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref), what)
+    assert store[..., shape[-1]:].isnan().all().item(), f"{what}: wrote past head_dim"
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_every_stage_count(torch, rng, stages, d, causal):
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, (2, 2, 1, 333, 555, d), "bfloat16", "bhsd", seed)
+    got = asynccopy.attention(q, k, v, causal=causal, kernel="mma", stages=stages)
+    assert isinstance(got, torch.Tensor) and got.shape == q.shape and got.dtype == q.dtype and got.is_contiguous()
+    ref, _ = _reference(torch, q, k, v, causal, 1.0 / math.sqrt(d))
+    base = _torch_error(torch, q, k, v, causal, 1.0 / math.sqrt(d), ref)
+    _check(torch, got, None, ref, None, base, f"stages={stages} d={d} causal={causal} seed={seed}")
+
+
+@pytest.mark.parametrize("scale", [0.3, -0.2, 0.0])
+def test_a_given_scale(torch, rng, scale):
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, (1, 2, 2, 190, 260, 64), "float16", "bshd", seed)
+    got, lse = asynccopy.attention(q, k, v, scale=scale, causal=True, return_lse=True)
+    ref, ref_lse = _reference(torch, q, k, v, True, scale)
+    _check(torch, got, lse, ref, ref_lse, _torch_error(torch, q, k, v, True, scale, ref), f"scale={scale} seed={seed}")
+
+
+def test_torch_inputs_on_a_side_stream(torch, rng):
+    seed = int(rng.integers(1 << 31))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # made, computed (the current stream) and read on the side stream
+        q, k, v = _inputs(torch, (2, 4, 2, 700, 900, 128), "bfloat16", "bshd", seed)
+        got, lse = asynccopy.attention(q, k, v, causal=True, return_lse=True)
+        ref, ref_lse = _reference(torch, q, k, v, True, 1.0 / math.sqrt(128))
+        base = _torch_error(torch, q, k, v, True, 1.0 / math.sqrt(128), ref)
+    side.synchronize()
+    _check(torch, got, lse, ref, ref_lse, base, f"side stream seed={seed}")
+    # the stream given explicitly, the inputs made on the default stream
+    got2 = asynccopy.attention(q, k, v, causal=True, stream=side)
+    side.synchronize()
+    assert torch.equal(got2, got)
+
+
+def test_cupy_inputs_on_a_side_stream(torch, rng):
+    cupy = pytest.importorskip("cupy")
+    b, hq, hkv, lq, lk, d = 1, 4, 1, 333, 1025, 64
+    host = [rng.standard_normal((b, h, s, d)).astype(np.float16) for h, s in ((hq, lq), (hkv, lk), (hkv, lk))]
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        q, k, v = (cupy.asarray(x) for x in host)
+        out = cupy.full((b, hq, lq, d), np.nan, dtype=np.float16)
+        got, lse = asynccopy.attention(q, k, v, out=out, return_lse=True)
+    side.synchronize()
+    assert got is out and isinstance(lse, cupy.ndarray) and lse.dtype == np.float32
+    tq, tk, tv = (torch.from_numpy(x).cuda() for x in host)
+    ref, ref_lse = _reference(torch, tq, tk, tv, False, 1.0 / math.sqrt(d))
+    base = _torch_error(torch, tq, tk, tv, False, 1.0 / math.sqrt(d), ref)
+    _check(torch, torch.from_numpy(cupy.asnumpy(got)).cuda(), torch.from_numpy(cupy.asnumpy(lse)).cuda(), ref,
+           ref_lse, base, "cupy")
+
+
+def test_empty_queries_launch_nothing(torch):
+    q = torch.zeros(2, 4, 0, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.zeros(2, 4, 10, 64, device="cuda", dtype=torch.bfloat16)
+    got, lse = asynccopy.attention(q, k, k, return_lse=True)
+    assert got.shape == (2, 4, 0, 64) and lse.shape == (2, 4, 0)
