@@ -15,8 +15,8 @@ keys each row sees (the logsumexp PyTorch's flash backend returns for the backwa
 Data flows one way: arrays → Tensor4 views → checks on shapes, dtypes and strides alone (pure Python, one
 clear error: :func:`check_inputs`, testable without a GPU) → an AttentionConfig (kernel record, dtype,
 head dim, stages, causal) → compile (cached) → launch on the caller's stream → out of the caller's kind.
-Each kernel is one record in KERNELS: its source and template, what it takes, its tile, its stage counts,
-the instructions its SASS must show.
+Each kernel is one record in KERNELS (asynccopy.attention_kernels): its source and template, what it takes,
+its tile, its stage counts, the instructions its SASS must show.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import arrays, build, device
+from .attention_kernels import DTYPES, KERNELS, AttentionConfig, AttentionKernel
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_float, check_int
 from .matrix import ITEMSIZE
@@ -35,87 +36,9 @@ from .matrix import ITEMSIZE
 __all__ = ["DTYPES", "KERNELS", "AttentionConfig", "AttentionKernel", "Problem", "Tensor4", "attention",
            "check_inputs", "check_out", "configure", "tensor4", "why_not"]
 
-DTYPES = ("bfloat16", "float16")
-_STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half"}
 AXES = ("batch", "heads", "seq", "head_dim")
 ROW_ALIGN = 16  # bytes: the kernels copy rows in 16-byte chunks
 MAX_SEQ = 2**31 - 1024  # int32 positions in the kernels, a tile past the end included
-
-
-@dataclass(frozen=True)
-class AttentionKernel:
-    """What one attention kernel is. Every kernel is ``template <class T, int D, int STAGES, int CAUSAL>``,
-    launched on a grid of (query tiles, query heads, batch) blocks with the arguments
-    ``q, k, v, out, lse (0: none), q/k/v/out strides (batch, head, seq; elements, int64), group, q_len,
-    k_len, scale``; head_dim is contiguous."""
-
-    name: str
-    api: str
-    source: str
-    template: str
-    min_cc: tuple[int, int]
-    dtypes: tuple[str, ...]
-    head_dims: tuple[int, ...]
-    tile: tuple[int, int]  # (queries per block, keys per K/V tile)
-    threads: int
-    sass: tuple[str, ...]  # opcodes its cubin must hold
-    default_stages: tuple[int, ...]  # per head dim, in the order of head_dims (fewer where they do not fit)
-    max_stages: int = 4
-    arch_specific: bool = False  # needs the sm_90a-style target
-    smem_reserve: int = 1024  # shared memory the system keeps per block (CC 8.0+), beside the dynamic stages
-
-    def stage_bytes(self, head_dim: int, itemsize: int = 2) -> int:
-        """One stage: a K and a V tile. The Q tile (as large as one stage) is read into registers before
-        the pipeline fills the last stage, so it takes no memory of its own."""
-        return 2 * self.tile[1] * head_dim * itemsize
-
-    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2) -> int:
-        """The most stages (up to max_stages) that fit ``smem_limit`` bytes a block may use."""
-        return max(0, min(self.max_stages, (smem_limit - self.smem_reserve) // self.stage_bytes(head_dim, itemsize)))
-
-
-KERNELS: dict[str, AttentionKernel] = {
-    k.name: k
-    for k in (
-        # "wgmma" (the FlashAttention-3 design: TMA producer warp, ping-ponged consumer warpgroups) goes
-        # first here once it is built: kernel=None takes the first record that can take the inputs.
-        AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
-                        "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
-                        "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
-                        "attention_mma.cu", "attention_mma", (8, 0), DTYPES, (64, 128), (128, 64), 256,
-                        ("LDGSTS", "LDSM", "HMMA"), (3, 3)),
-    )
-}
-
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    kernel: str
-    dtype: str
-    head_dim: int
-    stages: int
-    causal: bool
-
-    @property
-    def record(self) -> AttentionKernel:
-        return KERNELS[self.kernel]
-
-    def name_expression(self) -> str:
-        return f"{self.record.template}<{_STORAGE[self.dtype]}, {self.head_dim}, {self.stages}, {int(self.causal)}>"
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.stages * self.record.stage_bytes(self.head_dim, ITEMSIZE[self.dtype])
-
-    def compile(self, arch: str | None = None) -> build.Module:
-        target = device.parse_arch(arch) if arch is not None else device.current().arch
-        need = self.record.min_cc
-        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
-            raise ArgumentError(f"attention kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
-                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
-                                f"got {target}")
-        return build.compile(build.read_kernel(self.record.source), arch=target,
-                             name_expressions=(self.name_expression(),), name=self.record.template)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,12 +225,71 @@ def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4,
     """out (and lse at lse_ptr, 0: none) from checked arrays; nothing to do for an empty output."""
     if 0 in (p.batch, p.heads, p.q_len):
         return
+    if cfg.record.operands == "tma":
+        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts)
+        return
     strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
     grid = (-(-p.q_len // cfg.record.tile[0]), p.heads, p.batch)
     build.launch(kernel, q.ptr, k.ptr, v.ptr, out.ptr, lse_ptr, *strides, np.int32(p.group), np.int32(p.q_len),
                  np.int32(p.k_len), np.float32(scale), grid=grid, block=cfg.record.threads, stream=stream,
                  shmem=cfg.smem_bytes)
+
+
+_MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16"}
+
+
+def _legal_strides(t: Tensor4) -> tuple[int, ...]:
+    """t's element strides, those of extent-1 axes (never stepped, any value) replaced by a legal one for a
+    tensor map (a 16-byte multiple)."""
+    size = ITEMSIZE[t.dtype]
+    out = list(t.strides)
+    for axis in range(3):
+        if t.shape[axis] == 1:
+            out[axis] = ROW_ALIGN // size
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _tensor_map(ptr: int, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], rows: int):
+    """The 128B-swizzled TMA map of a (batch, heads, seq, head_dim) tensor (element strides, head_dim
+    contiguous) in boxes of ``rows`` x 64 elements of head_dim; checked by asynccopy's validator first,
+    so that a rule it breaks is named. A map holds only numbers: one for the same numbers is reused."""
+    from cuda.core import Buffer
+    from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
+    from cuda.core.utils import StridedMemoryView
+
+    from . import tensormap
+
+    size = ITEMSIZE[dtype]
+    b, h, s, d = shape
+    spec = tensormap.TensorMapSpec(dtype, (d, s, h, b), tuple(x * size for x in strides[2::-1]), (64, rows, 1, 1),
+                                   swizzle="128B", address=ptr)
+    tensormap.validate(spec, lint=False)
+    nbytes = size * (1 + sum((e - 1) * x for e, x in zip(shape, strides)))
+    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=shape, strides=strides,
+                                         dtype=np.dtype(f"uint{8 * size}"))
+    return view.as_tensor_map(box_dim=(1, 1, rows, 64), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
+                              swizzle=TensorMapSwizzle.SWIZZLE_128B)
+
+
+def _map(t: Tensor4, rows: int):
+    return _tensor_map(t.ptr, t.dtype, tuple(t.shape), _legal_strides(t), rows)
+
+
+def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
+                scale: float, *, stream, facts) -> None:
+    """The TMA kernel: Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each
+    consumer warpgroup stores its own) x 64 columns of head_dim."""
+    bm, bn = cfg.record.tile
+    maps = (_map(q, bm), _map(k, bn), _map(v, bn), _map(out, 64))
+    kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
+    grid = (-(-p.q_len // bm), p.heads, p.batch)
+    build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
+                 np.float32(scale * LOG2E), grid=grid, block=cfg.record.threads, stream=stream, shmem=cfg.smem_bytes)
+
+
+LOG2E = 1.4426950408889634
 
 
 def _np_dtype(name: str):

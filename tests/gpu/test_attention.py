@@ -24,6 +24,9 @@ SHAPES = [(1, 1, 1, 1, 1, 64), (2, 4, 4, 1, 200, 128), (1, 2, 2, 200, 1, 64), (2
           (1, 2, 2, 3000, 3000, 64), (1, 1, 1, 257, 8191, 128)]
 
 
+KERNELS = [pytest.param("mma"), pytest.param("wgmma", marks=pytest.mark.cc(9, 0))]
+
+
 @pytest.fixture(scope="module")
 def torch():
     torch = pytest.importorskip("torch")
@@ -93,26 +96,32 @@ def _check(torch, got, lse, ref, ref_lse, base_err, what):
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_attention_matches_float64(torch, rng, shape, layout, causal, dtype):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_attention_matches_float64(torch, rng, shape, layout, causal, dtype, kernel):
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, shape, dtype, layout, seed)
     scale = 1.0 / math.sqrt(shape[-1])
     out, store = _poisoned(torch, q, layout)
-    got, lse = asynccopy.attention(q, k, v, causal=causal, out=out, return_lse=True)
+    got, lse = asynccopy.attention(q, k, v, causal=causal, out=out, return_lse=True, kernel=kernel)
     assert got is out
     ref, ref_lse = _reference(torch, q, k, v, causal, scale)
-    what = f"{shape} {layout} {dtype} causal={causal} seed={seed}"
+    what = f"{kernel} {shape} {layout} {dtype} causal={causal} seed={seed}"
     _check(torch, got, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref), what)
     assert store[..., shape[-1]:].isnan().all().item(), f"{what}: wrote past head_dim"
 
 
-@pytest.mark.parametrize("stages", [1, 2, 3, 4])
+@pytest.mark.parametrize("stages", [1, 2, 3, 4, 6])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_every_stage_count(torch, rng, stages, d, causal):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_stage_count(torch, facts, rng, stages, d, causal, kernel):
+    from asynccopy.attention import KERNELS as RECORDS
+
+    if stages > RECORDS[kernel].fit(d, facts.smem_per_block_optin):
+        pytest.skip(f"{stages} stages of {kernel} at head dim {d} do not fit {facts.name}")
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, (2, 2, 1, 333, 555, d), "bfloat16", "bhsd", seed)
-    got = asynccopy.attention(q, k, v, causal=causal, kernel="mma", stages=stages)
+    got = asynccopy.attention(q, k, v, causal=causal, kernel=kernel, stages=stages)
     assert isinstance(got, torch.Tensor) and got.shape == q.shape and got.dtype == q.dtype and got.is_contiguous()
     ref, _ = _reference(torch, q, k, v, causal, 1.0 / math.sqrt(d))
     base = _torch_error(torch, q, k, v, causal, 1.0 / math.sqrt(d), ref)
@@ -120,10 +129,11 @@ def test_every_stage_count(torch, rng, stages, d, causal):
 
 
 @pytest.mark.parametrize("scale", [0.3, -0.2, 0.0])
-def test_a_given_scale(torch, rng, scale):
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_given_scale(torch, rng, scale, kernel):
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, (1, 2, 2, 190, 260, 64), "float16", "bshd", seed)
-    got, lse = asynccopy.attention(q, k, v, scale=scale, causal=True, return_lse=True)
+    got, lse = asynccopy.attention(q, k, v, scale=scale, causal=True, return_lse=True, kernel=kernel)
     ref, ref_lse = _reference(torch, q, k, v, True, scale)
     _check(torch, got, lse, ref, ref_lse, _torch_error(torch, q, k, v, True, scale, ref), f"scale={scale} seed={seed}")
 
@@ -133,7 +143,7 @@ def test_torch_inputs_on_a_side_stream(torch, rng):
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):  # made, computed (the current stream) and read on the side stream
         q, k, v = _inputs(torch, (2, 4, 2, 700, 900, 128), "bfloat16", "bshd", seed)
-        got, lse = asynccopy.attention(q, k, v, causal=True, return_lse=True)
+        got, lse = asynccopy.attention(q, k, v, causal=True, return_lse=True)  # the default kernel here
         ref, ref_lse = _reference(torch, q, k, v, True, 1.0 / math.sqrt(128))
         base = _torch_error(torch, q, k, v, True, 1.0 / math.sqrt(128), ref)
     side.synchronize()

@@ -113,3 +113,25 @@ def test_gemm(cupy, facts, kernel, ldc, k):
     ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
     got = cupy.asnumpy(out)
     assert np.abs(got - ref).max() < 1e-3 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "mma"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_attention(cupy, facts, kernel, causal, d):
+    from asynccopy.attention import KERNELS, attention
+
+    require_cc(facts, KERNELS[kernel].min_cc)
+    rng = np.random.default_rng(d + causal)
+    b, h, hkv, lq, lk = 1, 2, 1, 150, 200  # partial query and key tiles, grouped heads
+    q, k, v = (cupy.asarray(rng.standard_normal((b, hh, s, d)).astype(np.float16))
+               for hh, s in ((h, lq), (hkv, lk), (hkv, lk)))
+    out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
+    attention(q, k, v, out=out, causal=causal, kernel=kernel, stages=2)
+    q64, k64, v64 = (cupy.asnumpy(x).astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q64, np.repeat(k64, h // hkv, 1)) / np.sqrt(d)
+    if causal:
+        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ np.repeat(v64, h // hkv, 1)
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2

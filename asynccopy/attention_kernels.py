@@ -1,0 +1,109 @@
+"""What each attention kernel is (one AttentionKernel record per kernel in KERNELS: source, template, what it
+takes, its tile, its stage counts, the instructions its SASS must show) and one configuration of one
+(AttentionConfig: the record, dtype, head dim, stages, causal), which compiles itself. asynccopy.attention
+chooses and launches them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import build, device
+from .errors import ArgumentError
+from .matrix import ITEMSIZE
+
+DTYPES = ("bfloat16", "float16")
+_STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half"}
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """What one attention kernel is. Every kernel is ``template <class T, int D, int STAGES, int CAUSAL>``,
+    launched on a grid of (query tiles, query heads, batch) blocks. Its arguments are either pointers
+    (``operands="pointers"``: q, k, v, out, lse (0: none), q/k/v/out strides (batch, head, seq; elements,
+    int64), group, q_len, k_len, scale) or TMA maps (``"tma"``: map_q, map_k, map_v, map_o over
+    (head_dim, seq, heads, batch), lse, heads, group, q_len, k_len, scale x log2 e); head_dim is
+    contiguous."""
+
+    name: str
+    api: str
+    source: str
+    template: str
+    min_cc: tuple[int, int]
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    tile: tuple[int, int]  # (queries per block, keys per K/V tile)
+    threads: int
+    sass: tuple[str, ...]  # opcodes its cubin must hold
+    default_stages: tuple[int, ...]  # per head dim, in the order of head_dims (fewer where they do not fit)
+    max_stages: int = 4
+    arch_specific: bool = False  # needs the sm_90a-style target
+    smem_reserve: int = 1024  # shared memory the system keeps per block (CC 8.0+), beside the dynamic stages
+    operands: str = "pointers"  # or "tma": tensor maps (see above)
+    q_smem: bool = False  # Q's tile keeps shared memory of its own, beside the stages (+ 1024 bytes of slack to
+    # align the 128B-swizzled buffers at run time)
+
+    def stage_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+        """One stage: a K and a V tile. (The mma kernel reads its Q tile, as large as one stage, into
+        registers before the pipeline fills the last stage, so it takes no memory of its own.)"""
+        return 2 * self.tile[1] * head_dim * itemsize
+
+    def static_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+        """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them."""
+        return self.tile[0] * head_dim * itemsize + 1024 if self.q_smem else 0
+
+    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2) -> int:
+        """The most stages (up to max_stages) that fit ``smem_limit`` bytes a block may use."""
+        room = smem_limit - self.smem_reserve - self.static_bytes(head_dim, itemsize)
+        return max(0, min(self.max_stages, room // self.stage_bytes(head_dim, itemsize)))
+
+
+KERNELS: dict[str, AttentionKernel] = {
+    k.name: k
+    for k in (
+        # kernel=None takes the first record that can take the inputs: mma until wgmma has been measured on
+        # the H200 (both are new; wgmma goes first once it is checked and faster there)
+        AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
+                        "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
+                        "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
+                        "attention_mma.cu", "attention_mma", (8, 0), DTYPES, (64, 128), (128, 64), 256,
+                        ("LDGSTS", "LDSM", "HMMA"), (3, 3)),
+        AttentionKernel("wgmma", "FlashAttention-3 structure: a TMA producer warp (Q once, K and V on their own "
+                        "full barriers per stage, 128B swizzle), two consumer warpgroups with wgmma from shared "
+                        "memory for Q K^T and from registers for P V, online softmax in registers, O through "
+                        "shared memory and TMA stores, setmaxnreg",
+                        "attention_wgmma.cu", "attention_wgmma", (9, 0), DTYPES, (64, 128), (128, 128), 384,
+                        ("UTMALDG", "HGMMA", "UTMASTG"), (3, 2), max_stages=8, arch_specific=True, operands="tma",
+                        q_smem=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    kernel: str
+    dtype: str
+    head_dim: int
+    stages: int
+    causal: bool
+
+    @property
+    def record(self) -> AttentionKernel:
+        return KERNELS[self.kernel]
+
+    def name_expression(self) -> str:
+        return f"{self.record.template}<{_STORAGE[self.dtype]}, {self.head_dim}, {self.stages}, {int(self.causal)}>"
+
+    @property
+    def smem_bytes(self) -> int:
+        size = ITEMSIZE[self.dtype]
+        return self.stages * self.record.stage_bytes(self.head_dim, size) + self.record.static_bytes(self.head_dim, size)
+
+    def compile(self, arch: str | None = None) -> build.Module:
+        target = device.parse_arch(arch) if arch is not None else device.current().arch
+        need = self.record.min_cc
+        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
+            raise ArgumentError(f"attention kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
+                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
+                                f"got {target}")
+        return build.compile(build.read_kernel(self.record.source), arch=target,
+                             name_expressions=(self.name_expression(),), name=self.record.template)

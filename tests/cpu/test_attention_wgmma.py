@@ -1,0 +1,75 @@
+"""The wgmma attention kernel without a GPU: every dtype, head dim, causal flag and stage count that fits
+compiles for sm_90a (and only there) to the instructions of its design (4-D TMA loads and stores, wgmma
+from shared memory for Q K^T and from registers for P V, setmaxnreg) without local memory; its record's
+shared memory is what the kernel lays out; asynccopy.attention routes it through tensor maps."""
+
+import importlib
+import itertools
+import re
+
+import pytest
+
+from asynccopy import build, device
+from asynccopy.attention import AttentionConfig
+from asynccopy.errors import ArgumentError
+
+att = importlib.import_module("asynccopy.attention")
+H200 = device.lookup("H200")
+A100 = device.lookup("A100-40GB")
+REC = att.KERNELS["wgmma"]
+CASES = [AttentionConfig("wgmma", dtype, d, stages, causal)
+         for dtype, d, causal in itertools.product(att.DTYPES, (64, 128), (False, True))
+         for stages in sorted({1, 2, REC.fit(d, H200.smem_per_block_optin)})]
+
+
+def _id(c):
+    return f"{c.dtype}-d{c.head_dim}-s{c.stages}-{'causal' if c.causal else 'full'}"
+
+
+@pytest.mark.parametrize("cfg", CASES, ids=_id)
+def test_every_configuration_compiles_with_its_instructions_and_no_local_memory(cfg):
+    module = cfg.compile("sm_90a")
+    sass = module.sass()
+    for op in ("UTMALDG.4D", "UTMASTG.4D", "USETMAXREG", "SYNCS"):
+        assert op in sass, f"no {op} in {cfg.name_expression()}"
+    t = ".BF16" if cfg.dtype == "bfloat16" else ""
+    hgmma = re.findall(r"HGMMA\.(64x\d+x16)\.F32(\.BF16)? (R\d+), (\S+)", sass)
+    # S = Q K^T: m64n128k16 with both operands in shared memory (descriptors): D / 16 a key tile
+    from_smem = [h for h in hgmma if h[0] == "64x128x16" and h[3].startswith("gdesc")]
+    # O += P V: m64nDk16 with A in registers (P) and B through a transposed descriptor: 128 / 16 a tile
+    from_regs = [h for h in hgmma if h[0] == f"64x{cfg.head_dim}x16" and h[3].startswith("R")]
+    assert from_smem and from_regs, hgmma
+    assert all((h[1] or "") == t for h in hgmma)
+    assert len(from_smem) % (cfg.head_dim // 16) == 0 and len(from_regs) % (128 // 16) == 0
+    assert ".tnspB" in sass
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+    assert cfg.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
+
+
+def test_the_record_is_the_kernels_layout():
+    assert (REC.tile, REC.threads, REC.min_cc, REC.operands, REC.arch_specific) == ((128, 128), 384, (9, 0), "tma", True)
+    # Q [128][D] and 1024 bytes of alignment slack, then per stage K and V [128][D]
+    assert AttentionConfig("wgmma", "bfloat16", 128, 2, False).smem_bytes == 128 * 128 * 2 + 1024 + 2 * 2 * 128 * 128 * 2
+    assert REC.fit(128, H200.smem_per_block_optin) == 3 and REC.fit(64, H200.smem_per_block_optin) == 6
+    assert AttentionConfig("wgmma", "float16", 64, 3, True).name_expression() == "attention_wgmma<__half, 64, 3, 1>"
+    with pytest.raises(ArgumentError, match="needs sm_90"):
+        AttentionConfig("wgmma", "bfloat16", 64, 2, False).compile("sm_80")
+
+
+def test_configure_takes_wgmma_on_hopper_only():
+    p = att.Problem(2, 8, 2, 1000, 777, 128, "bfloat16")
+    cfg = att.configure(p, H200, kernel="wgmma")
+    assert (cfg.kernel, cfg.stages) == ("wgmma", REC.default_stages[1])
+    with pytest.raises(ArgumentError, match="wgmma needs compute capability 9.0"):
+        att.configure(p, A100, kernel="wgmma")
+    with pytest.raises(ArgumentError, match="at most 3"):
+        att.configure(p, H200, kernel="wgmma", stages=4)
+    assert att.configure(p, A100).kernel == "mma"  # kernel=None: the first record that can take it
+
+
+def test_tensor_maps_take_extent_one_axes_of_any_stride():
+    t = att.Tensor4("k", (1, 1, 300, 64), (7, 3, 64, 1), "bfloat16")
+    assert att._legal_strides(t) == (8, 8, 64, 1)  # never stepped: a legal 16-byte stride instead
+    t = att.Tensor4("k", (2, 4, 300, 64), (4 * 300 * 64, 64, 4 * 64, 1), "bfloat16")  # (b, s, h, d) memory
+    assert att._legal_strides(t) == t.strides
