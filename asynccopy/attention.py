@@ -221,12 +221,15 @@ def _kernel(cfg: AttentionConfig, arch: str, hang_ns: int):
 
 
 def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-           scale: float, *, stream, facts) -> None:
-    """out (and lse at lse_ptr, 0: none) from checked arrays; nothing to do for an empty output."""
+           scale: float, *, stream, facts, trace_ptr: int = 0) -> None:
+    """out (and lse at lse_ptr, 0: none) from checked arrays; nothing to do for an empty output. A traced
+    configuration (TMA kernels) takes its trace buffer at ``trace_ptr``."""
     if 0 in (p.batch, p.heads, p.q_len):
         return
+    if cfg.trace != bool(trace_ptr):
+        raise ArgumentError("a traced configuration takes a trace buffer, and only it does")
     if cfg.record.operands == "tma":
-        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts)
+        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts, trace_ptr=trace_ptr)
         return
     strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
@@ -278,7 +281,7 @@ def _map(t: Tensor4, rows: int):
 
 
 def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-                scale: float, *, stream, facts) -> None:
+                scale: float, *, stream, facts, trace_ptr: int = 0) -> None:
     """The TMA kernel: Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each
     consumer warpgroup stores its own) x 64 columns of head_dim."""
     bm, bn = cfg.record.tile
@@ -286,7 +289,8 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
     grid = (-(-p.q_len // bm), p.heads, p.batch)
     build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
-                 np.float32(scale * LOG2E), grid=grid, block=cfg.record.threads, stream=stream, shmem=cfg.smem_bytes)
+                 np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.record.threads,
+                 stream=stream, shmem=cfg.smem_bytes)
 
 
 LOG2E = 1.4426950408889634

@@ -85,6 +85,7 @@ class AttentionConfig:
     head_dim: int
     stages: int
     causal: bool
+    trace: bool = False  # built with -DASYNCCOPY_TRACE=1: one more argument, the trace buffer (asynccopy.attention_trace)
 
     @property
     def record(self) -> AttentionKernel:
@@ -106,4 +107,5 @@ class AttentionConfig:
                                 f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
                                 f"got {target}")
         return build.compile(build.read_kernel(self.record.source), arch=target,
+                             defines={"ASYNCCOPY_TRACE": 1} if self.trace else {},
                              name_expressions=(self.name_expression(),), name=self.record.template)

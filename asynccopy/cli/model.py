@@ -1,4 +1,5 @@
-"""`asynccopy plan | simulate | trace | model-check`: the pipeline model from the command line."""
+"""`asynccopy plan | simulate | trace [attention] | model-check | calibrate`: the pipeline model from the
+command line."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def add(sub) -> None:
     sim.set_defaults(fn=cmd_simulate)
 
     tr = sub.add_parser("trace", help="a traced run: measured per-tile timeline beside the simulator's (GPU)")
+    tr.add_argument("what", nargs="?", choices=("stream", "attention"), default="stream",
+                    help="a tile-stream mechanism (default), or the wgmma attention kernel")
     tr.add_argument("--mechanism", default="ldgsts")
     tr.add_argument("--stages", type=int, default=None)
     tr.add_argument("--intensity", type=int, default=8)
@@ -48,6 +51,15 @@ def add(sub) -> None:
     tr.add_argument("--cache", default=None, help="ldgsts: ca or cg")
     tr.add_argument("--producers", type=int, default=None, help="warp-specialized mechanisms: producer warps")
     tr.add_argument("--png", default=None)
+    att = tr.add_argument_group("attention (trace attention)")
+    att.add_argument("--batch", type=int, default=1)
+    att.add_argument("--heads", type=int, default=16)
+    att.add_argument("--kv-heads", type=int, default=None, help="default: --heads")
+    att.add_argument("--seq", type=int, default=4096, help="query length")
+    att.add_argument("--k-len", type=int, default=None, help="key length (default: --seq)")
+    att.add_argument("--head-dim", type=int, default=128)
+    att.add_argument("--causal", action="store_true")
+    att.add_argument("--dtype", default="bfloat16")
     tr.set_defaults(fn=cmd_trace)
 
     mc = sub.add_parser("model-check", help="check the model again on a `bench stream --plan --json` file (no GPU)")
@@ -127,6 +139,8 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_trace(args) -> int:
+    if args.what == "attention":
+        return _trace_attention(args)
     from .. import trace
     from ..model import simulate
 
@@ -160,6 +174,44 @@ def cmd_trace(args) -> int:
     print(simulate.timeline_text(sim, tiles=min(len(tiles), 12)))
     if args.png:
         print(f"wrote {simulate.timeline_png(sim, args.png, tiles=min(len(tiles), 12), measured=measured.events)}")
+    return 0
+
+
+def _trace_attention(args) -> int:
+    from .. import attention_trace
+    from ..attention_kernels import DTYPES, KERNELS
+    from ..errors import AsyncCopyError
+
+    for name in ("batch", "heads", "seq"):
+        check_int(getattr(args, name), f"--{name}", 1, 1 << 24)
+    for name in ("kv_heads", "k_len"):
+        if getattr(args, name) is not None:
+            check_int(getattr(args, name), f"--{name.replace('_', '-')}", 1, 1 << 24)
+    if args.head_dim not in KERNELS["wgmma"].head_dims:
+        raise AsyncCopyError(f"--head-dim must be one of {', '.join(map(str, KERNELS['wgmma'].head_dims))}, "
+                             f"got {args.head_dim}")
+    if args.dtype not in DTYPES:
+        raise AsyncCopyError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+    if args.stages is not None:
+        check_int(args.stages, "--stages", 1, KERNELS["wgmma"].max_stages)
+    check_int(args.block, "--block", 0)
+    check_int(args.tiles, "--tiles", 1, attention_trace.MAX_TILES)
+    if args.png:
+        common.check_png(args.png)
+    cfg, blocks = attention_trace.run(batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, q_len=args.seq,
+                                      k_len=args.k_len, head_dim=args.head_dim, causal=args.causal, stages=args.stages,
+                                      dtype=args.dtype)
+    block = next((b for b in blocks if b.block == args.block), None)
+    if block is None:
+        raise AsyncCopyError(f"--block {args.block}: the trace holds blocks 0..{len(blocks) - 1}")
+    med = attention_trace.summary(block)
+    print(f"wgmma attention, {cfg.stages} stage(s), head dim {cfg.head_dim}{', causal' if cfg.causal else ''}, block "
+          f"{block.block}: {block.tiles()} K/V tiles traced; medians: K issued -> there {med['load_ns']:.0f} ns, "
+          f"Q K^T {med['qk_ns']:.0f} ns, softmax {med['softmax_ns']:.0f} ns, P V {med['pv_ns']:.0f} ns, "
+          f"a tile {med['tile_ns']:.0f} ns")
+    if args.png:
+        path = attention_trace.timeline_png(block, args.png, stages=cfg.stages, head_dim=cfg.head_dim, tiles=args.tiles)
+        print(f"wrote {path}")
     return 0
 
 

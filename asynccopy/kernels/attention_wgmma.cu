@@ -25,12 +25,15 @@
 // are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240).
 // Shared memory (dynamic, 1024-byte aligned): Q [D / 64][128][64]; then per stage K [D / 64][BN][64]
 // and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA).
+// Traced (-DASYNCCOPY_TRACE=1): one more argument, the buffer asynccopy.attention_trace decodes (the layout
+// at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
 // Constraints: sm_90a; T bf16 or f16; D 64 or 128; q_len, k_len >= 1; strides multiples of 16 bytes.
 // Run: asynccopy.attention(q, k, v, kernel="wgmma").
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
 #include <asynccopy/tma.cuh>
+#include <asynccopy/trace.cuh>
 #include <asynccopy/wgmma.cuh>
 
 #include <cuda_bf16.h>
@@ -77,7 +80,30 @@ __device__ __forceinline__ float quad_sum(float x)
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Traced builds (-DASYNCCOPY_TRACE=1, asynccopy.attention_trace): per block trace::HEADER words, then per
+// K/V tile j < TRACE_TILES the producer's issue of K and of V, and per consumer warpgroup w its K there
+// (S = Q K^T starts), S done, softmax done (P in registers), V there, P V done: clock64, by one thread each.
+constexpr int TRACE_TILES = 64;
+constexpr int PRODUCER_EVENTS = 2, CONSUMER_EVENTS = 5;
+constexpr int TILE_WORDS = PRODUCER_EVENTS + CONSUMERS * CONSUMER_EVENTS;
+constexpr int TRACE_STRIDE = ac::trace::HEADER + TRACE_TILES * TILE_WORDS;
+enum ProducerEvent { K_ISSUED = 0, V_ISSUED = 1 };
+enum ConsumerEvent { K_READY = 0, S_DONE = 1, SOFTMAX_DONE = 2, V_READY = 3, PV_DONE = 4 };
+
 }  // namespace
+
+#if defined(ASYNCCOPY_TRACE) && ASYNCCOPY_TRACE
+#define AT_PRODUCER(j, e) \
+    if ((j) < TRACE_TILES) ac::trace::stamp<TRACE_STRIDE>(ac_trace, (j) * TILE_WORDS + (e), true)
+#define AT_CONSUMER(j, e)                                                                                      \
+    if ((j) < TRACE_TILES)                                                                                     \
+    ac::trace::stamp<TRACE_STRIDE>(ac_trace, (j) * TILE_WORDS + PRODUCER_EVENTS + w * CONSUMER_EVENTS + (e), t == 0)
+#define AT_MARK(at, who) ac::trace::mark_block<TRACE_STRIDE>(ac_trace, (at), (who))
+#else
+#define AT_PRODUCER(j, e) ((void)0)
+#define AT_CONSUMER(j, e) ((void)0)
+#define AT_MARK(at, who) ((void)0)
+#endif
 
 // Accumulator register i of consumer thread t (0..127) after m64nN: row 16 (t / 32) + (t % 32) / 4 +
 // 8 ((i >> 1) & 1) of the warpgroup's 64 rows, column 8 (i >> 2) + 2 (t % 4) + (i & 1). A thread
@@ -86,7 +112,8 @@ template <class T, int D, int STAGES, int CAUSAL>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     attention_wgmma(const __grid_constant__ ac::TensorMap map_q, const __grid_constant__ ac::TensorMap map_k,
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
-                    float* __restrict__ lse, int heads, int group, int q_len, int k_len, float scale_log2)
+                    float* __restrict__ lse, int heads, int group, int q_len, int k_len,
+                    float scale_log2 AC_TRACE_PARAM)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
@@ -100,6 +127,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
     unsigned short* q_s = smem;
+    AT_MARK(0, threadIdx.x == 0);
     __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty[STAGES];
     if (threadIdx.x == 0) {
         ac::mbarrier_init(&full_q, 1);
@@ -137,12 +165,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(j) ^ 1u, {"attention_wgmma", "empty", s});
             unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
             unsigned short* v_s = k_s + KV_ELEMS;
+            AT_PRODUCER(j, K_ISSUED);
             ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
                 const int at[4] = {PANEL * p, j * BN, hk, b};
                 ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
             }
+            AT_PRODUCER(j, V_ISSUED);
             ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
@@ -173,6 +203,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         const unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
         const unsigned short* v_s = k_s + KV_ELEMS;
         ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+        AT_CONSUMER(j, K_READY);
         // S = Q K^T: A = the warpgroup's 64 rows of Q (K-major), B = K^T (K [keys][D]: K-major too)
         ac::accumulator_fence(acc_s);
         ac::wgmma_fence();
@@ -186,6 +217,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::wgmma_commit();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_s);
+        AT_CONSUMER(j, S_DONE);
 
         // scores in log2 units (x * scale * log2 e); then keys past k_len, and (causal) keys past each row's
         // query, masked on the tiles that have any
@@ -231,9 +263,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 #pragma unroll
             for (int x = 0; x < 4; ++x) pa[c][x] = pack2<T>(acc_s[8 * c + 2 * x], acc_s[8 * c + 2 * x + 1]);
         }
+        AT_CONSUMER(j, SOFTMAX_DONE);
 
         // O += P V: B = V [keys][D], MN-major (head_dim contiguous), panels of 64 columns BN * 128 bytes apart
         ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+        AT_CONSUMER(j, V_READY);
         ac::accumulator_fence(acc_o);
         ac::wgmma_fence();
 #pragma unroll
@@ -244,6 +278,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::wgmma_commit();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_o);
+        AT_CONSUMER(j, PV_DONE);
         if (lane == 0) ac::mbarrier_arrive(&empty[s]);  // K and V of this stage are read: the producer may refill
     }
 
@@ -278,4 +313,5 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::bulk_commit_group();
         ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
     }
+    AT_MARK(2, w == 0 && t == 0);
 }

@@ -32,3 +32,24 @@ def test_warp_specialized_kernels_trace(name):
     _, blocks = trace.run(name, 4, intensity=8, tiles_per_block=16, producers=1)
     assert len(blocks[0].tiles) == 16
     assert len(trace.overlapping(blocks[0].tiles)) >= 12
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_trace_events_come_in_order(causal, tmp_path):
+    pytest.importorskip("torch")
+    from asynccopy import attention_trace
+
+    cfg, blocks = attention_trace.run(batch=1, heads=4, q_len=1000, k_len=1500, head_dim=128, causal=causal, stages=2)
+    assert cfg.trace and cfg.kernel == "wgmma" and len(blocks) == 8 * 4
+    block = blocks[0]
+    assert block.tiles() >= 2 and len(block.consumers) == attention_trace.CONSUMERS
+    for tiles in block.consumers:
+        for t in tiles:
+            issued = block.k_issued[t.tile]
+            assert issued <= t.k_ready <= t.s_done <= t.softmax_done <= t.pv_done
+            assert block.v_issued[t.tile] <= t.v_ready <= t.pv_done
+    med = attention_trace.summary(block)
+    assert all(v >= 0 for v in med.values())
+    pytest.importorskip("matplotlib")
+    attention_trace.timeline_png(block, str(tmp_path / "a.png"), stages=cfg.stages, head_dim=128)

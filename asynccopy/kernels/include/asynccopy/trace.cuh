@@ -35,6 +35,29 @@ __device__ __forceinline__ void mark(unsigned long long* buf, int at, bool who)
     }
 }
 
+// Kernels with their own event sets (attention_wgmma.cu) keep the header above and lay out their own
+// words after it: a record per block of a 1-, 2- or 3-D grid (its linear index), STRIDE words long.
+__device__ __forceinline__ unsigned long long linear_block()
+{
+    return blockIdx.x + gridDim.x * (blockIdx.y + static_cast<unsigned long long>(gridDim.y) * blockIdx.z);
+}
+
+template <int STRIDE_WORDS>
+__device__ __forceinline__ void stamp(unsigned long long* buf, int word, bool who)
+{
+    if (who) buf[linear_block() * STRIDE_WORDS + HEADER + word] = clock64();
+}
+
+template <int STRIDE_WORDS>
+__device__ __forceinline__ void mark_block(unsigned long long* buf, int at, bool who)
+{
+    if (who) {
+        unsigned long long* h = buf + linear_block() * STRIDE_WORDS + at;
+        h[0] = globaltimer();
+        h[1] = clock64();
+    }
+}
+
 }  // namespace trace
 }  // namespace asynccopy
 

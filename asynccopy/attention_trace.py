@@ -1,0 +1,212 @@
+"""The wgmma attention kernel's timeline, measured inside it and drawn beside the pipeline model's.
+
+A traced build (``-DASYNCCOPY_TRACE=1``, attention_wgmma.cu) records clock64 per K/V tile, for the first
+MAX_TILES tiles of every block: the producer's issue of K and of V, and per consumer warpgroup when K was
+there (its wait returned: S = Q K^T starts), when S was done, when the softmax was done (P in
+registers), when V was there, and when O += P V was done. Two %globaltimer / clock64 pairs per block
+convert ticks to nanoseconds on one time axis, as asynccopy.trace does for the tile-stream kernels.
+
+    blocks = attention_trace.run(batch=1, heads=16, q_len=4096, k_len=4096, head_dim=128)
+    attention_trace.timeline_png(blocks[0], "attention.png")     # measured, and the model's prediction
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import arrays, device
+from .errors import ArgumentError, AsyncCopyError, check_int
+from .model import simulate
+
+# the kernel's layout (attention_wgmma.cu, namespace attention_trace): per block a header of 4 words, then
+# per tile PRODUCER_EVENTS + CONSUMERS x CONSUMER_EVENTS words
+MAX_TILES = 64
+HEADER = 4
+PRODUCER_EVENTS = ("k_issued", "v_issued")
+CONSUMER_EVENTS = ("k_ready", "s_done", "softmax_done", "v_ready", "pv_done")
+CONSUMERS = 2
+TILE_WORDS = len(PRODUCER_EVENTS) + CONSUMERS * len(CONSUMER_EVENTS)
+STRIDE = HEADER + MAX_TILES * TILE_WORDS
+
+
+@dataclass
+class ConsumerTile:
+    """One consumer warpgroup's events for one K/V tile, in ns on the launch's time axis."""
+
+    tile: int
+    k_ready: float
+    s_done: float
+    softmax_done: float
+    v_ready: float
+    pv_done: float
+
+
+@dataclass
+class AttentionBlockTrace:
+    block: int  # linear block index over the (query tiles, heads, batch) grid
+    k_issued: dict[int, float]  # tile -> ns
+    v_issued: dict[int, float]
+    consumers: list[list[ConsumerTile]] = field(default_factory=list)  # per warpgroup, in tile order
+
+    def tiles(self) -> int:
+        return max((len(c) for c in self.consumers), default=0)
+
+
+def buffer_words(blocks: int) -> int:
+    return blocks * STRIDE
+
+
+def decode(raw: np.ndarray, blocks: int) -> list[AttentionBlockTrace]:
+    """Every block's trace that recorded one; a tile a consumer did not finish is left out."""
+    raw = np.asarray(raw, dtype=np.uint64)
+    if raw.size < blocks * STRIDE:
+        raise ArgumentError(f"a trace of {blocks} blocks has {blocks * STRIDE} words, got {raw.size}")
+    rec = raw[: blocks * STRIDE].reshape(blocks, STRIDE).astype(np.int64)
+    started = rec[:, 0][rec[:, 0] > 0]
+    if started.size == 0:
+        raise ArgumentError("the trace is empty: was the kernel built with trace=True and launched with its buffer?")
+    t0 = int(started.min())
+    out = []
+    for b in range(blocks):
+        gt0, c0, gt1, c1 = (int(v) for v in rec[b, :HEADER])
+        if gt0 == 0 or c1 <= c0 or gt1 < gt0:
+            continue
+        scale = (gt1 - gt0) / (c1 - c0)
+        ev = rec[b, HEADER:].reshape(MAX_TILES, TILE_WORDS)
+
+        def ns(tick, gt0=gt0, c0=c0, scale=scale):
+            return (gt0 - t0) + (int(tick) - c0) * scale
+
+        trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(CONSUMERS)])
+        for j in range(MAX_TILES):
+            if ev[j, 0]:
+                trace.k_issued[j] = ns(ev[j, 0])
+            if ev[j, 1]:
+                trace.v_issued[j] = ns(ev[j, 1])
+            for w in range(CONSUMERS):
+                words = ev[j, len(PRODUCER_EVENTS) + w * len(CONSUMER_EVENTS):][: len(CONSUMER_EVENTS)]
+                if all(words):
+                    trace.consumers[w].append(ConsumerTile(j, *(ns(x) for x in words)))
+        out.append(trace)
+    return out
+
+
+def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: int = 4096, k_len: int | None = None,
+        head_dim: int = 128, causal: bool = False, stages: int | None = None, dtype: str = "bfloat16",
+        seed: int = 1) -> tuple[object, list[AttentionBlockTrace]]:
+    """Run the traced wgmma kernel once on fresh random inputs (its output checked against the untraced
+    kernel's: the trace must not change the result); returns (its configuration, the block traces)."""
+    import dataclasses
+    import importlib
+
+    from .attention_kernels import KERNELS
+
+    att = importlib.import_module("asynccopy.attention")  # the module (asynccopy.attention is its function)
+    k_len = q_len if k_len is None else k_len
+    kv_heads = heads if kv_heads is None else kv_heads
+    for value, name in ((batch, "batch"), (heads, "heads"), (kv_heads, "kv_heads"), (q_len, "q_len"),
+                        (k_len, "k_len")):
+        check_int(value, name, 1, 1 << 24)
+    facts = device.require(KERNELS["wgmma"].min_cc, "asynccopy trace attention")
+    try:
+        import torch
+    except ImportError:
+        raise AsyncCopyError("trace attention makes its inputs with PyTorch, which is not installed") from None
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    tdt = getattr(torch, dtype)
+    q = torch.randn(batch, heads, q_len, head_dim, device="cuda", generator=gen).to(tdt)
+    k = torch.randn(batch, kv_heads, k_len, head_dim, device="cuda", generator=gen).to(tdt)
+    v = torch.randn(batch, kv_heads, k_len, head_dim, device="cuda", generator=gen).to(tdt)
+    want = att.attention(q, k, v, causal=causal, kernel="wgmma", stages=stages)
+    s = arrays.resolve_stream(None, q)
+    tq, tk, tv = (att.tensor4(x, n, stream=s) for n, x in (("q", q), ("k", k), ("v", v)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = dataclasses.replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal), trace=True)
+    got = torch.empty_like(q)
+    to = att.Tensor4("out", tuple(got.shape), tuple(got.stride()), p.dtype, got.data_ptr(), tq.device_id)
+    blocks = -(-q_len // cfg.record.tile[0]) * heads * batch
+    buf = torch.zeros(buffer_words(blocks), dtype=torch.int64, device="cuda")
+    att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / head_dim ** 0.5, stream=s, facts=facts, trace_ptr=buf.data_ptr())
+    s.sync()
+    if not torch.equal(got, want):
+        raise AsyncCopyError("the traced wgmma attention kernel computed another result than the untraced one")
+    return cfg, decode(buf.cpu().numpy().view(np.uint64), blocks)
+
+
+def summary(block: AttentionBlockTrace) -> dict[str, float]:
+    """Medians over the block's tiles and consumers (ns): waiting for K, Q K^T, softmax, P V (from V there
+    or the softmax done, whichever is later), and a tile's whole span (K there to P V done)."""
+    tiles = [t for c in block.consumers for t in c]
+    if not tiles:
+        raise ArgumentError(f"block {block.block} recorded no finished tile")
+    by = {t.tile: block.k_issued.get(t.tile) for t in tiles}
+    return {
+        "load_ns": statistics.median(t.k_ready - by[t.tile] for t in tiles if by[t.tile] is not None),
+        "qk_ns": statistics.median(t.s_done - t.k_ready for t in tiles),
+        "softmax_ns": statistics.median(t.softmax_done - t.s_done for t in tiles),
+        "pv_ns": statistics.median(t.pv_done - max(t.v_ready, t.softmax_done) for t in tiles),
+        "tile_ns": statistics.median(t.pv_done - t.k_ready for t in tiles),
+    }
+
+
+def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None) -> simulate.Simulation:
+    """The pipeline model's prediction for the block: a producer warp refilling a stage of K and V (BN = 128
+    keys each) as each tile is released, the compute per tile the measured median span of a tile (both
+    consumers work on the same tiles side by side), the device's latency and bandwidth."""
+    facts = facts or device.current()
+    compute = summary(block)["tile_ns"]
+    tile_bytes = 2 * 128 * head_dim * 2
+    return simulate.simulate(stages, max(1, block.tiles()), tile_bytes=tile_bytes, compute_ns=compute,
+                             latency_ns=facts.latency_ns, bandwidth_per_sm=facts.bandwidth / facts.sm_count / 1e9,
+                             out_bytes=0.0, costs=simulate.KernelCosts(producer=True))
+
+
+def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim: int, facts=None,
+                 tiles: int = 12) -> str:
+    """The measured timeline, a row per consumer warpgroup (Q K^T, softmax, P V per tile) under the K/V
+    loads (issue to the first consumer's wait returning), above the model's prediction (loads per
+    stage, compute)."""
+    from .plotting import pyplot
+
+    plt = pyplot()
+    sim = simulated(block, stages, head_dim, facts)
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(11, 5.2), gridspec_kw={"height_ratios": [3, 2]})
+    first = [t for t in block.consumers[0][:tiles]]
+    t0 = min([block.k_issued.get(t.tile, t.k_ready) for t in first] or [0.0])
+    end = max((t.pv_done for c in block.consumers for t in c[:tiles]), default=t0)
+    for t in first:
+        issued = block.k_issued.get(t.tile)
+        if issued is not None:
+            ax.broken_barh([((issued - t0) / 1e3, (t.k_ready - issued) / 1e3)], (2 * CONSUMERS, 0.8),
+                           color="tab:blue", edgecolor="white")
+    colors = {"Q K^T": "tab:orange", "softmax": "tab:green", "P V": "tab:red"}
+    for w, tiles_w in enumerate(block.consumers):
+        y = 2 * (CONSUMERS - 1 - w)
+        for t in tiles_w[:tiles]:
+            pv0 = max(t.v_ready, t.softmax_done)
+            for (a, b), name in (((t.k_ready, t.s_done), "Q K^T"), ((t.s_done, t.softmax_done), "softmax"),
+                                 ((pv0, t.pv_done), "P V")):
+                ax.broken_barh([((a - t0) / 1e3, max(b - a, 0) / 1e3)], (y, 0.8), color=colors[name], edgecolor="white")
+    ax.set_yticks([2 * (CONSUMERS - 1 - w) + 0.4 for w in range(CONSUMERS)] + [2 * CONSUMERS + 0.4],
+                  [f"consumer {w}" for w in range(CONSUMERS)] + ["K load"])
+    ax.set_xlim(0, (end - t0) / 1e3 * 1.02 if end > t0 else 1)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()] + [plt.Rectangle((0, 0), 1, 1,
+                                                                                               color="tab:blue")]
+    ax.legend(handles, list(colors) + ["K issued -> there"], fontsize=7, loc="upper right", ncol=4)
+    ax.set_title(f"measured: block {block.block}, first {min(tiles, block.tiles())} K/V tiles, {stages} stage(s)")
+    for e in sim.events[:tiles]:
+        row = e.tile % stages
+        bx.broken_barh([(e.issued / 1e3, (e.ready - e.issued) / 1e3)], (row + 1, 0.8), color="tab:blue",
+                       edgecolor="white")
+        bx.broken_barh([(e.compute_start / 1e3, (e.compute_end - e.compute_start) / 1e3)], (0, 0.8),
+                       color="tab:gray", edgecolor="white")
+    bx.set_yticks([0.4] + [s + 1.4 for s in range(stages)], ["compute"] + [f"load[{s}]" for s in range(stages)])
+    bx.set_xlabel("us")
+    bx.set_title("the pipeline model: a producer refilling each stage on release, the measured span per tile")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
