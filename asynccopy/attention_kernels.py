@@ -109,3 +109,32 @@ class AttentionConfig:
         return build.compile(build.read_kernel(self.record.source), arch=target,
                              defines={"ASYNCCOPY_TRACE": 1} if self.trace else {},
                              name_expressions=(self.name_expression(),), name=self.record.template)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage count the pipeline model gives
+
+
+def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_ns: float, memory="cached"):
+    """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of K and V (BN keys x head_dim
+    each) per key tile, ``tile_ns`` of compute each (both products and the softmax of a block's queries),
+    one block per SM. As for GEMM (asynccopy.gemm_kernels.plan_stages): the K/V tiles of one (batch, head)
+    are read by every query tile of it, mostly from L2, so the loads get the unloaded latency (a calibrated
+    curve's, else the device table's) and bandwidth to spare; a TMA kernel's producer issues a stage once
+    its release reaches it."""
+    from dataclasses import replace
+
+    from .gemm_kernels import HANDOFF_NS, L2_HEADROOM, TMA_ISSUE_NS
+    from .model import planner
+    from .model.simulate import NO_COSTS, KernelCosts
+
+    size = ITEMSIZE[dtype]
+    ops = [planner.Operand("K", (rec.tile[1], head_dim), dtype), planner.Operand("V", (rec.tile[1], head_dim), dtype)]
+    curve = planner._memory(memory, facts)
+    dev = facts if curve is None else replace(facts, latency_ns=curve.latency_ns,
+                                              latency_source=f"memory curve's unloaded latency ({curve.source})")
+    costs = KernelCosts(2 * TMA_ISSUE_NS, 0.0, True, HANDOFF_NS) if rec.operands == "tma" else NO_COSTS
+    fit = rec.fit(head_dim, facts.smem_per_block_optin, size)
+    return planner.plan(ops, threads=rec.threads, device=dev, compute_ns=tile_ns, blocks_per_sm=1,
+                        max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
+                        costs=costs, memory=None, bandwidth=facts.bandwidth * L2_HEADROOM)

@@ -73,3 +73,16 @@ def test_tensor_maps_take_extent_one_axes_of_any_stride():
     assert att._legal_strides(t) == (8, 8, 64, 1)  # never stepped: a legal 16-byte stride instead
     t = att.Tensor4("k", (2, 4, 300, 64), (4 * 300 * 64, 64, 4 * 64, 1), "bfloat16")  # (b, s, h, d) memory
     assert att._legal_strides(t) == t.strides
+
+
+@pytest.mark.parametrize("name", ["mma", "wgmma"])
+def test_the_k_v_stage_plan_covers_a_loads_latency(name):
+    from asynccopy.attention_kernels import plan_stages
+
+    rec = att.KERNELS[name]
+    slow = plan_stages(rec, 128, "bfloat16", H200, tile_ns=4 * H200.latency_ns, memory=None)
+    fast = plan_stages(rec, 64, "bfloat16", H200, tile_ns=H200.latency_ns / 4, memory=None)
+    assert slow.recommended == 2  # a tile's products outlast a load: double buffering is enough
+    assert 4 <= fast.recommended <= rec.fit(64, H200.smem_per_block_optin)
+    # the plan's shared memory is the record's: what the kernel lays out, with Q's buffer where it has one
+    assert slow.row(2).smem_per_block == AttentionConfig(name, "bfloat16", 128, 2, False).smem_bytes + rec.smem_reserve
