@@ -144,6 +144,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
 
 
 _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"}
+CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two with A multicast (a variant, not default)
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,7 +219,12 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     rec = cfg.record
     bm, bn = cfg.tile
     l2 = cfg.l2_promotion
-    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, bm, rec.bk, l2)
+    cluster = int(dict(cfg.defines).get(CLUSTER_KNOB, 1) or 1)
+    if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
+        raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
+                            f"(splits={cfg.splits})")
+    # clusters of two: each block loads and multicasts half of A (64 of its rows)
+    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, bm // cluster, rec.bk, l2)
     map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, bn, rec.bk, l2)
     splits, ws = cfg.splits, None
     if splits > 1:
@@ -242,11 +248,19 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
         # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
         map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if kcfg.align == 16 else map_a
         c_arg, ld_arg = c_ptr, ldc
-    units = -(-m // bm) * -(-n // bn) * splits
+    tiles_n = -(-n // bn)
+    units = -(-m // bm) * -(-tiles_n // cluster) * splits  # tiles (pairs of them in clusters of 2) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
-    build.launch(kernel, map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg),
-                 np.int32(splits), grid=max(1, min(units, facts.sm_count)), block=rec.threads, stream=stream,
-                 shmem=kcfg.smem_bytes)
+    args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits))
+    if cluster == 1:
+        build.launch(kernel, *args, grid=max(1, min(units, facts.sm_count)), block=rec.threads, stream=stream,
+                     shmem=kcfg.smem_bytes)
+    else:  # the grid counts clusters: as many as can be resident at once, at most one per unit
+        from . import cluster as clusters
+
+        most = clusters.max_active_clusters(kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream)
+        build.launch(kernel, *args, grid=max(1, min(units, most)), block=rec.threads, stream=stream,
+                     shmem=kcfg.smem_bytes, cluster=cluster)
     if ws is not None:
         groups = m * -(-n // 4)
         build.launch(_sum_kernel(cfg.out_dtype, facts.arch), int(ws.handle), np.int64(m * ldw), np.int64(ldw),

@@ -35,10 +35,13 @@
 #include <asynccopy/tma.cuh>
 #include <asynccopy/wgmma.cuh>
 
+#include <cooperative_groups.h>
+#include <cuda/ptx>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace ac = asynccopy;
+namespace cg = cooperative_groups;
 using u64 = unsigned long long;
 
 namespace {
@@ -46,11 +49,20 @@ namespace {
 constexpr int BM = 128;           // rows of an output tile: 64 per consumer warpgroup
 constexpr int BK = 64;            // k per stage: one 128-byte swizzle span of 2-byte elements
 constexpr int CONSUMERS = 2;      // consumer warpgroups
-// Compile-time knob (-D), for measuring variants: ASYNCCOPY_WGMMA_GROUP_M, the tile-rows visited together.
+// Compile-time knobs (-D), for measuring variants:
+//   ASYNCCOPY_WGMMA_GROUP_M   the tile-rows visited together (default 8)
+//   ASYNCCOPY_WGMMA_CLUSTER   2: blocks in clusters of two, the pair on two neighbouring tiles of one tile-
+//                             row; each loads half of their shared A tile and multicasts it to both, so A
+//                             crosses L2 once per pair (launched with cluster = 2; no split k). Default 1.
 #ifndef ASYNCCOPY_WGMMA_GROUP_M
 #define ASYNCCOPY_WGMMA_GROUP_M 8
 #endif
+#ifndef ASYNCCOPY_WGMMA_CLUSTER
+#define ASYNCCOPY_WGMMA_CLUSTER 1
+#endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
+constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
+static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
@@ -123,13 +135,29 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
 // Work unit u of tiles x splits: output tile u % tiles (in the grouped order) and its k-blocks
 // [kb0, kb1), the (u / tiles)-th of `splits` near-equal ranges of the k_blocks (splits <= k_blocks: none
 // is empty).
+// With CLUSTER = 2 a unit is a pair of neighbouring tiles of one tile-row (tiles_n counts pairs then) and
+// block `rank` of the cluster takes tile column 2 pair + rank (past the matrix for an odd last pair: that
+// block still loads and multicasts its half of A, computes zeros and stores nothing).
 __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int tiles_n, int splits, int k_blocks,
-                                            int& tm, int& tn, int& kb0, int& kb1)
+                                            int& tm, int& tn, int& kb0, int& kb1, int rank = 0)
 {
     const int split = u / tiles;
     ac::grouped_tile<GROUP_M>(u - split * tiles, tiles_m, tiles_n, tm, tn);
+    tn = CLUSTER * tn + rank;
     kb0 = static_cast<int>(static_cast<long long>(split) * k_blocks / splits);
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
+}
+
+// A consumer warp hands stage s back: to its own block's producer and, in a cluster of two, to its pair's
+// (whose multicast of A writes into this block's stage s too): a remote arrive, release at cluster scope.
+__device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s)
+{
+    ac::mbarrier_arrive(&empty[s]);
+    if constexpr (CLUSTER > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        auto* peer = reinterpret_cast<cuda::std::uint64_t*>(cluster.map_shared_rank(&empty[s], cluster.block_rank() ^ 1));
+        cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cluster, cuda::ptx::space_cluster, peer);
+    }
 }
 
 }  // namespace
@@ -155,52 +183,79 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
     static_assert(STAGES <= 32 && (STAGE_BYTES % 1024) == 0, "stages of whole 1024-byte swizzle repeats");
     if (threadIdx.x < STAGES) {
-        ac::mbarrier_init(&full[threadIdx.x], 1);                   // the producer's arrive_expect_tx
-        ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS);      // one arrival per consumer warp
-        ac::fence_barrier_init();
+        ac::mbarrier_init(&full[threadIdx.x], 1);                          // the producer's arrive_expect_tx
+        ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS * CLUSTER);   // one arrival per consumer warp
+        ac::fence_barrier_init();                                          // of the cluster
     }
-    __syncthreads();
+    int rank = 0;
+    if constexpr (CLUSTER > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();  // both blocks' barriers are initialized before either multicasts or arrives remotely
+        rank = static_cast<int>(cluster.block_rank());
+    } else {
+        __syncthreads();
+    }
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int tiles = tiles_m * tiles_n;
+    const int cols = (tiles_n + CLUSTER - 1) / CLUSTER;  // units per tile-row: tiles, or pairs of them
+    const int tiles = tiles_m * cols;
     const int k_blocks = (k + BK - 1) / BK;
-    const int units = tiles * splits;  // work units: (split of k, output tile), split-major
+    const int units = tiles * splits;  // work units: (split of k, output tile or pair), split-major
+    const unsigned first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // this cluster's units, in turn
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x != 0) return;
-        u64 it = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
-            int tm, tn, kb0, kb1;
-            unit_coords(u, tiles, tiles_m, tiles_n, splits, k_blocks, tm, tn, kb0, kb1);
-            for (int kb = kb0; kb < kb1; ++kb, ++it) {
-                const int s = ac::stage_of<STAGES>(it);
-                ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
-                ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
-                unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
-                unsigned short* b = a + A_ELEMS;
-                if (A_MN == 0) {
-                    const int at[2] = {kb * BK, tm * BM};
-                    ac::tensor_load<2>(a, &map_a, at, &full[s]);
-                } else {
+        if (threadIdx.x != 0) {
+            if constexpr (CLUSTER == 1) return;
+        } else {
+            u64 it = 0;
+            for (int u = first; u < units; u += step) {
+                int tm, tn, kb0, kb1;
+                unit_coords(u, tiles, tiles_m, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
+                for (int kb = kb0; kb < kb1; ++kb, ++it) {
+                    const int s = ac::stage_of<STAGES>(it);
+                    if constexpr (CLUSTER > 1)  // released by both blocks' consumers, the pair's remotely
+                        ac::mbarrier_wait_parity_cluster(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
+                    else
+                        ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
+                    ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
+                    unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
+                    unsigned short* b = a + A_ELEMS;
+                    if constexpr (CLUSTER > 1) {
+                        // this block's half of A (64 rows of the tile; with A_MN = 1 its panel of 64 m) into the
+                        // same place of both blocks' stage, completing on both blocks' full[s]
+                        if (A_MN == 0) {
+                            const int at[2] = {kb * BK, tm * BM + 64 * rank};
+                            ac::tensor_load_multicast<2>(a + rank * 64 * BK, &map_a, at, &full[s], 0x3);
+                        } else {
+                            const int at[2] = {tm * BM + 64 * rank, kb * BK};
+                            ac::tensor_load_multicast<2>(a + rank * BK * 64, &map_a, at, &full[s], 0x3);
+                        }
+                    } else if (A_MN == 0) {
+                        const int at[2] = {kb * BK, tm * BM};
+                        ac::tensor_load<2>(a, &map_a, at, &full[s]);
+                    } else {
 #pragma unroll
-                    for (int p = 0; p < BM / 64; ++p) {
-                        const int at[2] = {tm * BM + 64 * p, kb * BK};
-                        ac::tensor_load<2>(a + p * BK * 64, &map_a, at, &full[s]);
+                        for (int p = 0; p < BM / 64; ++p) {
+                            const int at[2] = {tm * BM + 64 * p, kb * BK};
+                            ac::tensor_load<2>(a + p * BK * 64, &map_a, at, &full[s]);
+                        }
                     }
-                }
-                if (B_MN == 0) {
-                    const int at[2] = {kb * BK, tn * BN};
-                    ac::tensor_load<2>(b, &map_b, at, &full[s]);
-                } else {
+                    if (B_MN == 0) {
+                        const int at[2] = {kb * BK, tn * BN};
+                        ac::tensor_load<2>(b, &map_b, at, &full[s]);
+                    } else {
 #pragma unroll
-                    for (int p = 0; p < BN / 64; ++p) {
-                        const int at[2] = {tn * BN + 64 * p, kb * BK};
-                        ac::tensor_load<2>(b + p * BK * 64, &map_b, at, &full[s]);
+                        for (int p = 0; p < BN / 64; ++p) {
+                            const int at[2] = {tn * BN + 64 * p, kb * BK};
+                            ac::tensor_load<2>(b + p * BK * 64, &map_b, at, &full[s]);
+                        }
                     }
                 }
             }
         }
+        if constexpr (CLUSTER == 1) return;
+        cg::this_cluster().sync();  // no block leaves while its pair may still write into it or arrive on it
         return;
     }
 
@@ -214,14 +269,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     float acc[BN / 2];
     u64 it = 0;
     unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    for (int u = first; u < units; u += step) {
         int tm, tn, kb0, kb1;
-        unit_coords(u, tiles, tiles_m, tiles_n, splits, k_blocks, tm, tn, kb0, kb1);
+        unit_coords(u, tiles, tiles_m, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
         const int split = u / tiles;
         int prev = -1;  // the stage whose wgmma group is still in flight
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = ac::stage_of<STAGES>(it);
-            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
+            if constexpr (CLUSTER > 1)  // completed by the pair's multicast too
+                ac::mbarrier_wait_parity_cluster(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
+            else
+                ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
             const unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
             const unsigned short* b = a + A_ELEMS;
             ac::accumulator_fence(acc);
@@ -239,18 +297,21 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 // one stage: the producer refills it only once these products have read it
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc);
-                if (lane == 0) ac::mbarrier_arrive(&empty[s]);
+                if (lane == 0) release_stage(empty, s);
             } else {
                 // keep this slice's products in flight; the previous slice's are done, so its stage is free
                 ac::wgmma_wait<1>();
                 ac::accumulator_fence(acc);
-                if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
+                if (prev >= 0 && lane == 0) release_stage(empty, prev);
                 prev = s;
             }
         }
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc);
-        if (prev >= 0 && lane == 0) ac::mbarrier_arrive(&empty[prev]);
+        if (prev >= 0 && lane == 0) release_stage(empty, prev);
+        if constexpr (CLUSTER > 1) {
+            if (tn >= tiles_n) continue;  // the second tile of an odd last pair: nothing to store
+        }
         const int row0 = tm * BM + 64 * w;
         if constexpr (ALIGN == 16)
             store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
@@ -260,4 +321,5 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     if constexpr (ALIGN == 16) {
         if (t == 0) ac::bulk_wait_group<0>();  // the staging buffers stay alive until the last store is done
     }
+    if constexpr (CLUSTER > 1) cg::this_cluster().sync();
 }

@@ -134,6 +134,22 @@ __device__ __forceinline__ void tensor_load(void* smem_dst, const TensorMap* map
                      : "memory");
 }
 
+// cp.async.bulk.tensor.2d global → shared::cluster .multicast::cluster: the box at `c` lands at the same
+// shared-memory offset (smem_dst's) in every block of the cluster whose rank is set in cta_mask, and
+// completes its bytes on the mbarrier at bar's offset in each of them.
+template <int RANK>
+__device__ __forceinline__ void tensor_load_multicast(void* smem_dst, const TensorMap* map, const int (&c)[RANK],
+                                                      mbarrier_t* bar, unsigned short cta_mask)
+{
+    static_assert(RANK == 2, "the multicast wrapper is written for rank 2 (the GEMM operands)");
+    const unsigned dst = smem_addr(smem_dst), mbar = smem_addr(bar);
+    const unsigned long long tmap = reinterpret_cast<unsigned long long>(map);
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst), "l"(tmap), "r"(c[0]), "r"(c[1]), "r"(mbar),
+                 "h"(cta_mask)
+                 : "memory");
+}
+
 // cp.async.bulk.tensor shared → global of the box at `c`, in this thread's current bulk async-group.
 // Elements of the box outside the tensor are not written.
 template <int RANK>
