@@ -86,6 +86,7 @@ class AttentionConfig:
     stages: int
     causal: bool
     trace: bool = False  # built with -DASYNCCOPY_TRACE=1: one more argument, the trace buffer (asynccopy.attention_trace)
+    defines: tuple[tuple[str, object], ...] = ()  # the kernel's compile-time knobs (-D), for measuring variants
 
     @property
     def record(self) -> AttentionKernel:
@@ -107,7 +108,7 @@ class AttentionConfig:
                                 f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
                                 f"got {target}")
         return build.compile(build.read_kernel(self.record.source), arch=target,
-                             defines={"ASYNCCOPY_TRACE": 1} if self.trace else {},
+                             defines={**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})},
                              name_expressions=(self.name_expression(),), name=self.record.template)
 
 

@@ -50,6 +50,12 @@ constexpr int CONSUMERS = 2;  // consumer warpgroups
 constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_OVERLAP=1 issues Q K^T of the next key tile
+// with P V of this one and runs the next tile's softmax under that P V (2+ stages; default 0: in turn).
+#ifndef ASYNCCOPY_ATTN_OVERLAP
+#define ASYNCCOPY_ATTN_OVERLAP 0
+#endif
+constexpr bool OVERLAP = ASYNCCOPY_ATTN_OVERLAP != 0;
 #define NEG_INF __int_as_float(0xff800000u)
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
@@ -78,6 +84,97 @@ __device__ __forceinline__ float quad_sum(float x)
 {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// S = Q K^T issued for one key tile (one commit group): A = the warpgroup's 64 rows of Q (K-major), B = K^T
+// (K [keys][D]: K-major too), D / 16 steps of k16 over the panels of 64 columns.
+template <class Tag, int D>
+__device__ __forceinline__ void issue_qk(float (&acc_s)[BN / 2], const unsigned short* q_w, const unsigned short* k_s)
+{
+    ac::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const int p = kk / 4, off = (kk % 4) * 16;  // panel, and the k16 step's element offset in its rows
+        const u64 dq = ac::make_desc_k_major(q_w + p * BM * PANEL + off);
+        const u64 dk = ac::make_desc_k_major(k_s + p * BN * PANEL + off);
+        ac::Wgmma<BN, Tag>::template mma<0, 0>(acc_s, dq, dk, kk > 0 ? 1 : 0);
+    }
+    ac::wgmma_commit();
+}
+
+// O += P V issued (one commit group): B = V [keys][D], MN-major (head_dim contiguous), panels of 64 columns
+// BN * 128 bytes apart; A = P from the registers, per k16 step of keys.
+template <class Tag, int D>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const unsigned (&pa)[BN / 16][4], const unsigned short* v_s)
+{
+    ac::wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < BN / 16; ++c) {
+        const u64 dv = ac::make_desc_mn_major(v_s + c * 16 * PANEL, 2u * BN * PANEL);
+        ac::WgmmaRS<D, Tag>::template mma<1>(acc_o, pa[c], dv, 1);
+    }
+    ac::wgmma_commit();
+}
+
+// The scores of key tile j become P (f32, in place): in log2 units (x * scale * log2 e); keys past k_len,
+// and (causal) keys past each row's query, masked on the tiles that have any; the online softmax of the
+// thread's two rows (quad shuffles), the running max m and sum l updated and the factor O must be scaled
+// by returned in `rescale`. q0w: the warpgroup's first query.
+template <int CAUSAL>
+__device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[2], float (&l)[2], float (&rescale)[2],
+                                             float scale_log2, int j, int lane, int k_len, int q0w,
+                                             const int (&qrow)[2])
+{
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc_s[i] *= scale_log2;
+    const int key0 = j * BN + 2 * (lane % 4);
+    const bool edge = (j + 1) * BN > k_len || (CAUSAL && (j + 1) * BN - 1 > q0w);
+    if (edge) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {
+            const int key = key0 + 8 * (i >> 2) + (i & 1);
+            const int row = (i >> 1) & 1;
+            if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = NEG_INF;
+        }
+    }
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc_s[i]);
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = quad_max(mx[r]);
+        // a row that saw no key yet keeps -inf; exp2(-inf - -inf) would be NaN
+        rescale[r] = m[r] == NEG_INF ? 0.0f : exp2f(m[r] - mx[r]);
+        m[r] = mx[r];
+    }
+    const float base_row[2] = {mx[0] == NEG_INF ? 0.0f : mx[0], mx[1] == NEG_INF ? 0.0f : mx[1]};
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+        const int r = (i >> 1) & 1;
+        acc_s[i] = exp2f(acc_s[i] - base_row[r]);
+        sum[r] += acc_s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] = l[r] * rescale[r] + quad_sum(sum[r]);
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&acc_o)[D / 2], const float (&rescale)[2])
+{
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] *= rescale[(i >> 1) & 1];
+}
+
+// P in T, as the A fragments of the k16 steps: registers 8c .. 8c + 7 of S are step c's a0..a3.
+template <class T>
+__device__ __forceinline__ void pack_p(unsigned (&pa)[BN / 16][4], const float (&acc_s)[BN / 2])
+{
+#pragma unroll
+    for (int c = 0; c < BN / 16; ++c) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) pa[c][x] = pack2<T>(acc_s[8 * c + 2 * x], acc_s[8 * c + 2 * x + 1]);
+    }
 }
 
 // Traced builds (-DASYNCCOPY_TRACE=1, asynccopy.attention_trace): per block trace::HEADER words, then per
@@ -197,89 +294,80 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
 
     ac::mbarrier_wait_parity(&full_q, 0u, {"attention_wgmma", "full_q", 0});
-    for (int j = 0; j < kv_tiles; ++j) {
-        const int s = ac::stage_of<STAGES>(j);
-        const unsigned phase = ac::phase_of<STAGES>(j);
-        const unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
-        const unsigned short* v_s = k_s + KV_ELEMS;
-        ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
-        AT_CONSUMER(j, K_READY);
-        // S = Q K^T: A = the warpgroup's 64 rows of Q (K-major), B = K^T (K [keys][D]: K-major too)
-        ac::accumulator_fence(acc_s);
-        ac::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            const int p = kk / 4, off = (kk % 4) * 16;  // panel, and the k16 step's element offset in its rows
-            const u64 dq = ac::make_desc_k_major(q_s + p * BM * PANEL + w * 64 * PANEL + off);
-            const u64 dk = ac::make_desc_k_major(k_s + p * BN * PANEL + off);
-            ac::Wgmma<BN, Tag>::template mma<0, 0>(acc_s, dq, dk, kk > 0 ? 1 : 0);
+    const unsigned short* q_w = q_s + w * 64 * PANEL;  // this warpgroup's rows of Q's first panel
+    auto k_tile = [&](int j) { return smem + Q_ELEMS + ac::stage_of<STAGES>(j) * 2 * KV_ELEMS; };
+    auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
+    float rescale[2];
+    if constexpr (!OVERLAP || STAGES < 2) {
+        for (int j = 0; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j);
+            const unsigned phase = ac::phase_of<STAGES>(j);
+            ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
+            ac::accumulator_fence(acc_s);
+            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_s);
+            AT_CONSUMER(j, S_DONE);
+            softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            ac::accumulator_fence(acc_o);
+            rescale_o<D>(acc_o, rescale);
+            pack_p<T>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
+            ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+            AT_CONSUMER(j, V_READY);
+            ac::accumulator_fence(acc_o);
+            issue_pv<Tag, D>(acc_o, pa, v_tile(j));
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_o);
+            AT_CONSUMER(j, PV_DONE);
+            if (lane == 0) ac::mbarrier_arrive(&empty[s]);  // K and V of this stage are read: the producer may refill
         }
-        ac::wgmma_commit();
+    } else {
+        // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+        // tensor cores do that P V: a stage is handed back once its V is read, a tile later than its K
+        // (so at least 2 stages). O is rescaled for tile j's maximum after P V of tile j - 1 is in it.
+        ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
+        AT_CONSUMER(0, K_READY);
+        ac::accumulator_fence(acc_s);
+        issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_s);
-        AT_CONSUMER(j, S_DONE);
-
-        // scores in log2 units (x * scale * log2 e); then keys past k_len, and (causal) keys past each row's
-        // query, masked on the tiles that have any
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc_s[i] *= scale_log2;
-        const int key0 = j * BN + 2 * (lane % 4);
-        const bool edge = (j + 1) * BN > k_len || (CAUSAL && (j + 1) * BN - 1 > q0 + 64 * w);
-        if (edge) {
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) {
-                const int key = key0 + 8 * (i >> 2) + (i & 1);
-                const int row = (i >> 1) & 1;
-                if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = NEG_INF;
-            }
+        AT_CONSUMER(0, S_DONE);
+        softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, 0, lane, k_len, q0 + 64 * w, qrow);
+        pack_p<T>(pa, acc_s);  // O is still zero: nothing to rescale
+        AT_CONSUMER(0, SOFTMAX_DONE);
+        for (int j = 1; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
+            ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
+            ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
+            AT_CONSUMER(j - 1, V_READY);
+            ac::accumulator_fence(acc_s);
+            ac::accumulator_fence(acc_o);
+            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+            ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+            ac::accumulator_fence(acc_s);
+            AT_CONSUMER(j, S_DONE);
+            softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_o);
+            AT_CONSUMER(j - 1, PV_DONE);
+            if (lane == 0) ac::mbarrier_arrive(&empty[sp]);
+            rescale_o<D>(acc_o, rescale);
+            pack_p<T>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
         }
-        // online softmax, two rows per thread
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc_s[i]);
-        float rescale[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mx[r] = quad_max(mx[r]);
-            // a row that saw no key yet keeps -inf; exp2(-inf - -inf) would be NaN
-            rescale[r] = m[r] == NEG_INF ? 0.0f : exp2f(m[r] - mx[r]);
-            m[r] = mx[r];
-        }
-        const float base_row[2] = {mx[0] == NEG_INF ? 0.0f : mx[0], mx[1] == NEG_INF ? 0.0f : mx[1]};
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {
-            const int r = (i >> 1) & 1;
-            acc_s[i] = exp2f(acc_s[i] - base_row[r]);
-            sum[r] += acc_s[i];
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l[r] = l[r] * rescale[r] + quad_sum(sum[r]);
+        const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
+        ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
+        AT_CONSUMER(last, V_READY);
         ac::accumulator_fence(acc_o);
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) acc_o[i] *= rescale[(i >> 1) & 1];
-        // P in T, as the A fragments of the k16 steps: registers 8c .. 8c + 7 of S are step c's a0..a3
-#pragma unroll
-        for (int c = 0; c < BN / 16; ++c) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x) pa[c][x] = pack2<T>(acc_s[8 * c + 2 * x], acc_s[8 * c + 2 * x + 1]);
-        }
-        AT_CONSUMER(j, SOFTMAX_DONE);
-
-        // O += P V: B = V [keys][D], MN-major (head_dim contiguous), panels of 64 columns BN * 128 bytes apart
-        ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
-        AT_CONSUMER(j, V_READY);
-        ac::accumulator_fence(acc_o);
-        ac::wgmma_fence();
-#pragma unroll
-        for (int c = 0; c < BN / 16; ++c) {
-            const u64 dv = ac::make_desc_mn_major(v_s + c * 16 * PANEL, 2u * BN * PANEL);
-            ac::WgmmaRS<D, Tag>::template mma<1>(acc_o, pa[c], dv, 1);
-        }
-        ac::wgmma_commit();
+        issue_pv<Tag, D>(acc_o, pa, v_tile(last));
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_o);
-        AT_CONSUMER(j, PV_DONE);
-        if (lane == 0) ac::mbarrier_arrive(&empty[s]);  // K and V of this stage are read: the producer may refill
+        AT_CONSUMER(last, PV_DONE);
+        if (lane == 0) ac::mbarrier_arrive(&empty[sl]);
     }
 
     // lse (natural log) of the rows this quad holds, by its first thread

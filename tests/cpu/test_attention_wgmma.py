@@ -86,3 +86,16 @@ def test_the_k_v_stage_plan_covers_a_loads_latency(name):
     assert 4 <= fast.recommended <= rec.fit(64, H200.smem_per_block_optin)
     # the plan's shared memory is the record's: what the kernel lays out, with Q's buffer where it has one
     assert slow.row(2).smem_per_block == AttentionConfig(name, "bfloat16", 128, 2, False).smem_bytes + rec.smem_reserve
+
+
+@pytest.mark.parametrize("d, stages", [(64, 3), (128, 2)])
+def test_the_overlap_variant_keeps_two_groups_in_flight(d, stages):
+    from dataclasses import replace
+
+    base = AttentionConfig("wgmma", "bfloat16", d, stages, True)
+    over = replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 1),))
+    one, two = base.compile("sm_90a").sass(), over.compile("sm_90a").sass()
+    # in turn: every wait drains all groups; overlapped: Q K^T of the next tile waited for with P V pending
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in two and "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in one
+    usage = build.disassemble(over.compile("sm_90a").cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage), usage

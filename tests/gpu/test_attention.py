@@ -177,3 +177,34 @@ def test_empty_queries_launch_nothing(torch):
     k = torch.zeros(2, 4, 10, 64, device="cuda", dtype=torch.bfloat16)
     got, lse = asynccopy.attention(q, k, k, return_lse=True)
     assert got.shape == (2, 4, 0, 64) and lse.shape == (2, 4, 0)
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 64), (1, 2, 2, 300, 77, 128), (2, 2, 1, 333, 1000, 64),
+                                   (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, stages):
+    """attention_wgmma.cu built with ASYNCCOPY_ATTN_OVERLAP=1 (Q K^T of the next tile under P V of this one)."""
+    import importlib
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    att = importlib.import_module("asynccopy.attention")
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, shape, "bfloat16", "bhsd", seed)
+    scale = 1.0 / math.sqrt(shape[-1])
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal),
+                  defines=(("ASYNCCOPY_ATTN_OVERLAP", 1),))
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
+    to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
+    att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts)
+    torch.cuda.synchronize()
+    ref, ref_lse = _reference(torch, q, k, v, causal, scale)
+    _check(torch, out, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref),
+           f"overlap {shape} causal={causal} stages={stages} seed={seed}")
