@@ -52,10 +52,18 @@ constexpr int CONSUMER_REGS = 240;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 // Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_OVERLAP=1 issues Q K^T of the next key tile
 // with P V of this one and runs the next tile's softmax under that P V (2+ stages; default 0: in turn).
+//   ASYNCCOPY_ATTN_PINGPONG=1 (with OVERLAP): the two consumer warpgroups take turns issuing their products
+// (named barriers 3 and 4), so that one's softmax runs while the other's products have the tensor cores.
 #ifndef ASYNCCOPY_ATTN_OVERLAP
 #define ASYNCCOPY_ATTN_OVERLAP 0
 #endif
+#ifndef ASYNCCOPY_ATTN_PINGPONG
+#define ASYNCCOPY_ATTN_PINGPONG 0
+#endif
 constexpr bool OVERLAP = ASYNCCOPY_ATTN_OVERLAP != 0;
+constexpr bool PINGPONG = ASYNCCOPY_ATTN_PINGPONG != 0;
+static_assert(!PINGPONG || OVERLAP, "the ping-pong alternates the issue of both products: build with OVERLAP too");
+constexpr int TURN_BARRIER = 3;  // named barriers TURN_BARRIER + w: warpgroup w's turn to issue (1, 2: epilogue)
 #define NEG_INF __int_as_float(0xff800000u)
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
@@ -327,10 +335,28 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
         // tensor cores do that P V: a stage is handed back once its V is read, a tile later than its K
         // (so at least 2 stages). O is rescaled for tile j's maximum after P V of tile j - 1 is in it.
+        // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits for
+        // this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with warpgroup 0's
+        // first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
+        const int turns = kv_tiles + 1;
+        int turn = 0;
+        auto my_turn = [&] {
+            if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+        };
+        auto pass_turn = [&] {
+            if constexpr (PINGPONG) {
+                if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
+            }
+        };
+        if constexpr (PINGPONG) {
+            if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+        }
         ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
         AT_CONSUMER(0, K_READY);
         ac::accumulator_fence(acc_s);
+        my_turn();
         issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
+        pass_turn();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_s);
         AT_CONSUMER(0, S_DONE);
@@ -345,8 +371,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             AT_CONSUMER(j - 1, V_READY);
             ac::accumulator_fence(acc_s);
             ac::accumulator_fence(acc_o);
+            my_turn();
             issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
             issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+            pass_turn();
             ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
             ac::accumulator_fence(acc_s);
             AT_CONSUMER(j, S_DONE);
@@ -363,7 +391,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
         AT_CONSUMER(last, V_READY);
         ac::accumulator_fence(acc_o);
+        my_turn();
         issue_pv<Tag, D>(acc_o, pa, v_tile(last));
+        pass_turn();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_o);
         AT_CONSUMER(last, PV_DONE);

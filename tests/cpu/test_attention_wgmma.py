@@ -99,3 +99,8 @@ def test_the_overlap_variant_keeps_two_groups_in_flight(d, stages):
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in two and "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in one
     usage = build.disassemble(over.compile("sm_90a").cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage
+    # the ping-pong: the warpgroups hand each other the turn to issue (bar.arrive, bar.sync on barriers 3, 4)
+    pp = replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1))).compile("sm_90a")
+    assert "BAR.ARV" in pp.sass() and "BAR.ARV" not in two
+    with pytest.raises(Exception, match="build with OVERLAP too"):
+        replace(base, defines=(("ASYNCCOPY_ATTN_PINGPONG", 1),)).compile("sm_90a")

@@ -184,8 +184,10 @@ def test_empty_queries_launch_nothing(torch):
                                    (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [2, 3])
-def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, stages):
-    """attention_wgmma.cu built with ASYNCCOPY_ATTN_OVERLAP=1 (Q K^T of the next tile under P V of this one)."""
+@pytest.mark.parametrize("pingpong", [0, 1], ids=["overlap", "pingpong"])
+def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, stages, pingpong):
+    """attention_wgmma.cu built with ASYNCCOPY_ATTN_OVERLAP=1 (Q K^T of the next tile under P V of this one),
+    and with the two warpgroups' ping-pong on top."""
     import importlib
     from dataclasses import replace
 
@@ -199,7 +201,7 @@ def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, s
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
     cfg = replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal),
-                  defines=(("ASYNCCOPY_ATTN_OVERLAP", 1),))
+                  defines=(("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", pingpong)))
     out = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
     to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
@@ -207,4 +209,4 @@ def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, s
     torch.cuda.synchronize()
     ref, ref_lse = _reference(torch, q, k, v, causal, scale)
     _check(torch, out, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref),
-           f"overlap {shape} causal={causal} stages={stages} seed={seed}")
+           f"overlap {shape} causal={causal} stages={stages} pingpong={pingpong} seed={seed}")

@@ -78,6 +78,13 @@ __device__ __forceinline__ void named_barrier_sync(int id, int count)
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// bar.arrive on a named barrier: count this thread in (count threads complete it, those that sync and
+// those that arrive) without waiting, e.g. to let another group of warps past its bar.sync.
+__device__ __forceinline__ void named_barrier_arrive(int id, int count)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 // The block's dynamic shared memory, 1024-byte aligned (the strictest TMA swizzle alignment).
 template <class T>
 __device__ __forceinline__ T* dynamic_smem()
