@@ -1,5 +1,5 @@
-"""`asynccopy bench stream | stas | chunks`: the suites, each checked and timed on the local GPU
-(`asynccopy bench` alone is `bench stream`, the main job)."""
+"""`asynccopy bench stream | stas | chunks | gemm | attention`: the suites, each checked and timed on the local
+GPU (`asynccopy bench` alone is `bench stream`, the main job)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..model import memory
 from . import common
 from .model import print_model
 
-SUITES = ("stream", "stas", "chunks", "gemm")
+SUITES = ("stream", "stas", "chunks", "gemm", "attention")
 
 
 def add(sub) -> None:
@@ -20,6 +20,7 @@ def add(sub) -> None:
     _add_stas(suites)
     _add_chunks(suites)
     _add_gemm(suites)
+    _add_attention(suites)
 
 
 def _add_sweep_flags(p, *, size_mib: int = 1024) -> None:
@@ -100,6 +101,30 @@ def _add_gemm(suites) -> None:
                    help="check the pipeline model's stage count against the stage sweep (default sweep: 1-8)")
     common.add_output_flags(p)
     p.set_defaults(fn=cmd_gemm)
+
+
+def _add_attention(suites) -> None:
+    from ..attention import KERNELS
+    from ..bench import attention_bench as ab
+
+    p = suites.add_parser("attention", help="attention kernels against PyTorch's SDPA backends (PyTorch needed)")
+    p.add_argument("--shapes", default=None, help=ab.SHAPES_HELP + f" (default: {len(ab.DEFAULT_SHAPES)} shapes, the "
+                   "issue's: 4:16:S:D for S 1024-16384 and D 64, 128; 4:32:8:8192:8192:128; 4:16:8191:128; 4:16:3000:64)")
+    p.add_argument("--quick", action="store_true", help=f"{len(ab.QUICK_SHAPES)} shapes at sequence 4096 and 3000, and "
+                   "10 reps")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both", help="run each shape causal, not, or both")
+    p.add_argument("--dtype", default="bfloat16", help="bfloat16 or float16")
+    p.add_argument("--layout", choices=ab.LAYOUTS, default="bhsd", help="memory of q, k, v, out: (batch, heads, seq, "
+                   "head_dim), or (batch, seq, heads, head_dim) passed as transpose(1, 2) views to asynccopy and SDPA")
+    p.add_argument("--kernels", type=common.names, default=None,
+                   help=f"comma-separated subset of: {', '.join(KERNELS)} (default: each that can take the shape here)")
+    p.add_argument("--stages", type=common.ints, default=None,
+                   help="sweep the K/V pipeline depth of each asynccopy kernel (counts that do not fit are skipped)")
+    p.add_argument("--reps", type=int, default=None, help="timed runs of each (default 20; 10 with --quick)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape, causal or not")
+    common.add_output_flags(p)
+    p.set_defaults(fn=cmd_attention)
 
 
 STREAM_COLUMNS = [("label", "mechanism", ""), ("copy_op", "copy", ""), ("stages", "stages", "d"),
@@ -330,3 +355,33 @@ def cmd_gemm(args) -> int:
 
 
 GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)
+
+
+def cmd_attention(args) -> int:
+    from ..attention import DTYPES
+    from ..bench import attention_bench as ab
+
+    if args.quick and args.shapes is not None:
+        raise AsyncCopyError("--quick runs its own shapes: give --quick or --shapes, not both")
+    shapes = ab.parse_shapes(args.shapes) if args.shapes is not None else ab.QUICK_SHAPES if args.quick else \
+        ab.DEFAULT_SHAPES
+    reps = check_int(args.reps, "--reps", 1, 100_000) if args.reps is not None else 10 if args.quick else 20
+    check_int(args.warmup, "--warmup", 0, 100_000)
+    if args.dtype not in DTYPES:
+        raise AsyncCopyError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
+    ab.kernels_for(args.kernels)
+    ab.check_stages(args.stages)
+    if args.png:
+        common.check_png(args.png)
+    common.check_outputs(args)
+    result = ab.run(shapes, causal={"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
+                    dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=args.stages, reps=reps,
+                    warmup=args.warmup)
+    print(report.table(result.rows, ab.COLUMNS))
+    print()
+    for line in ab.summary(result):
+        print(line)
+    if args.png:
+        print(f"wrote {ab.plot(result, args.png)}")
+    common.write(args, result.as_dict())
+    return 0

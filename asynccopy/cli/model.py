@@ -37,6 +37,25 @@ def add(sub) -> None:
     sim.add_argument("--png", default=None)
     sim.set_defaults(fn=cmd_simulate)
 
+    _add_trace(sub)
+
+    mc = sub.add_parser("model-check", help="check the model again on a `bench stream --plan --json` file (no GPU)")
+    mc.add_argument("file")
+    mc.add_argument("--sync-only", action="store_true",
+                    help="ignore the variants' own costs: the traced baseline compute only, no issue cost")
+    mc.add_argument("--png", default=None, help="the model against the measured times, a panel per variant")
+    mc.add_argument("--fixed-latency", action="store_true",
+                    help="ignore the file's memory curve: one latency fitted to sync, as for an uncalibrated GPU")
+    mc.set_defaults(fn=cmd_model_check)
+
+    cal = sub.add_parser("calibrate", help="measure how this GPU's memory answers load, keep the curve (GPU)")
+    cal.add_argument("--recalibrate", action="store_true", help="measure again even if a curve is cached")
+    cal.add_argument("--show", action="store_true", help="print the cached curve and its check; measure nothing")
+    common.add_output_flags(cal)
+    cal.set_defaults(fn=cmd_calibrate)
+
+
+def _add_trace(sub) -> None:
     tr = sub.add_parser("trace", help="a traced run: measured per-tile timeline beside the simulator's (GPU)")
     tr.add_argument("what", nargs="?", choices=("stream", "attention"), default="stream",
                     help="a tile-stream mechanism (default), or the wgmma attention kernel")
@@ -61,21 +80,6 @@ def add(sub) -> None:
     att.add_argument("--causal", action="store_true")
     att.add_argument("--dtype", default="bfloat16")
     tr.set_defaults(fn=cmd_trace)
-
-    mc = sub.add_parser("model-check", help="check the model again on a `bench stream --plan --json` file (no GPU)")
-    mc.add_argument("file")
-    mc.add_argument("--sync-only", action="store_true",
-                    help="ignore the variants' own costs: the traced baseline compute only, no issue cost")
-    mc.add_argument("--png", default=None, help="the model against the measured times, a panel per variant")
-    mc.add_argument("--fixed-latency", action="store_true",
-                    help="ignore the file's memory curve: one latency fitted to sync, as for an uncalibrated GPU")
-    mc.set_defaults(fn=cmd_model_check)
-
-    cal = sub.add_parser("calibrate", help="measure how this GPU's memory answers load, keep the curve (GPU)")
-    cal.add_argument("--recalibrate", action="store_true", help="measure again even if a curve is cached")
-    cal.add_argument("--show", action="store_true", help="print the cached curve and its check; measure nothing")
-    common.add_output_flags(cal)
-    cal.set_defaults(fn=cmd_calibrate)
 
 
 def _table_device(name):

@@ -44,7 +44,7 @@ def test_bench_help_is_the_bench_commands_own(capsys):
         with pytest.raises(SystemExit):
             cli.main(["bench", flag])
         out = capsys.readouterr().out
-        assert "{stream,stas,chunks,gemm}" in out and "--quick" not in out  # not `bench stream`'s help
+        assert "{stream,stas,chunks,gemm,attention}" in out and "--quick" not in out  # not `bench stream`'s help
 
 
 def test_a_bad_argument_is_argparses_exit_2(capsys):
