@@ -250,6 +250,7 @@ TOP = max(rec.max_stages for rec in KERNELS.values())
     (["--quick", "--shapes", "1:1:64:64"], r"--quick runs its own shapes: give --quick or --shapes, not both"),
     (["--reps", "0"], r"--reps must be in \[1, 100000\], got 0"),
     (["--warmup", "-1"], r"--warmup must be in \[0, 100000\], got -1"),
+    (["--plan", "--stages", "2"], r"--plan checks the model's stage count against a sweep: give --stages two or more"),
     (["--dtype", "float32"], r"--dtype must be one of bfloat16, float16, got 'float32'"),
     (["--kernels", "dma"], r"unknown attention kernel 'dma'; choose one of: .*mma"),
     (["--kernels", ","], r"--kernels names no kernel"),
@@ -277,3 +278,24 @@ def test_the_command_names_a_bad_argument_before_any_gpu_is_looked_for(no_gpu, a
 def test_without_a_gpu_the_command_fails_in_one_line(no_gpu, capsys):
     assert cli.main(["bench", "attention", "--quick", "--stages", "1,2", "--layout", "bshd"]) == 2
     assert capsys.readouterr().err == "asynccopy bench: no CUDA GPU available (hidden by the test)\n"
+
+
+def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
+    from asynccopy import device
+    from asynccopy.attention_kernels import plan_stages
+
+    facts = device.lookup("H200")
+    rec = ab.KERNELS["wgmma"]
+    # causal, 1000 queries x 1000 keys in tiles of 128 x 128: query tiles 0..7 see 1, 2, .., 8 key tiles
+    assert ab.key_tiles(rec, 1000, 1000, True) == sum(range(1, 9))
+    assert ab.key_tiles(rec, 1000, 1000, False) == 8 * 8 and ab.key_tiles(ab.KERNELS["mma"], 1000, 1000, False) == 8 * 16
+    base = dict(batch=4, heads=16, kv_heads=16, q_len=8192, k_len=8192, head_dim=128, causal=False, impl="wgmma")
+    rows = [ab.AttentionRow(**base, stages=s, ms=ms, tflops=1.0) for s, ms in ((1, 2.0), (2, 1.2), (3, 1.21))]
+    rows.append(ab.AttentionRow(**{**base, "impl": "sdpa-cudnn"}, stages=None, ms=1.1, tflops=1.0))
+    plans = ab.plan_check(ab.AttentionBench(facts.as_dict(), "bfloat16", "bhsd", rows), memory=None)
+    assert len(plans) == 1
+    p = plans[0]
+    per_sm = 4 * 16 * 64 * 64 / 132
+    assert p.tile_ns == pytest.approx(1.2e6 / per_sm) and p.best_stages == 2
+    want = plan_stages(rec, 128, "bfloat16", facts, tile_ns=p.tile_ns, memory=None).recommended
+    assert p.planned == want and p.ratio == pytest.approx({1: 2.0 / 1.2, 2: 1.0, 3: 1.21 / 1.2}[want])
