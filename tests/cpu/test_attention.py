@@ -137,8 +137,8 @@ def test_an_unsupported_head_dim_is_named(d, message):
 
 def test_kernels_and_stages_are_checked_against_the_device():
     p = att.check_inputs(*_qkv())
-    with pytest.raises(ArgumentError, match=r"unknown attention kernel 'wgmma'; choose one of: mma"):
-        att.configure(p, H200, kernel="wgmma")
+    with pytest.raises(ArgumentError, match=r"unknown attention kernel 'fa3'; choose one of: mma, wgmma"):
+        att.configure(p, H200, kernel="fa3")
     with pytest.raises(ArgumentError, match=r"mma needs compute capability 8.0; V100 is 7.0"):
         att.configure(p, V100)
     with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 5"):
