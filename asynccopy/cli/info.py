@@ -29,7 +29,32 @@ def _units(arch: str) -> list:
 
         units.append(("tma.cu (TMA building blocks)", lambda: tma.module(arch)))
         units.append(("stas.cu (st.async ring)", lambda: stas.module(arch)))
+    return units + _product_units(arch)
+
+
+def _product_units(arch: str) -> list:
+    """One configuration of each GEMM and attention kernel (its first tile and dtype, 2 stages)."""
+    from ..attention_kernels import KERNELS as ATTENTION
+    from ..attention_kernels import AttentionConfig
+    from ..gemm_kernels import KERNELS as GEMM
+    from ..gemm_kernels import GemmConfig
+
+    cc = device.cc_of_arch(arch)
+    units = []
+    for rec in GEMM.values():
+        cfg = GemmConfig(rec.name, rec.dtypes[0], rec.dtypes[0], rec.tiles[0], 2, False, False, 16)
+        units.append(_unit(f"{rec.source} {rec.name}", rec, cc, arch, cfg))
+    for rec in ATTENTION.values():
+        cfg = AttentionConfig(rec.name, rec.dtypes[0], rec.head_dims[-1], 2, False)
+        units.append(_unit(f"{rec.source} {rec.name}", rec, cc, arch, cfg))
     return units
+
+
+def _unit(label: str, rec, cc, arch: str, cfg):
+    if cc < rec.min_cc or (rec.arch_specific and not arch.endswith("a")):
+        need = f"CC {rec.min_cc[0]}.{rec.min_cc[1]}" + (" (sm_90a)" if rec.arch_specific else "")
+        return (label, f"skipped (needs {need})")
+    return (label, lambda: cfg.compile(arch))
 
 
 def cmd_info(args) -> int:
