@@ -1,0 +1,216 @@
+"""The two attention kernels' index and bookkeeping, without a GPU: tests/cpu/attention_emulation.py runs
+attention_mma.cu and attention_wgmma.cu (its default build and the ASYNCCOPY_ATTN_OVERLAP / _PINGPONG
+variants) instruction by instruction in NumPy (every lane's fragments, shared memory as bytes at the
+kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under several legal orders of
+copies and of the producer and consumers, and the results must match a float64 reference of PyTorch SDPA's
+semantics (top-left causal mask, GQA h -> h // group, default scale 1 / sqrt(D), lse in natural log) to
+within what rounding P and the output to the dtype can explain, element by element. The emulators share the
+kernels' reading of the PTX ISA (see their docstring): these tests catch slips of index, address and
+bookkeeping, not a misreading of an instruction. The descriptor model is checked against gemm_wgmma.cu's
+addressing, which passes on an H200 (docs/design.md: tests/gpu/test_matmul.py, all four layouts)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.cpu import attention_emulation as emu
+
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def reference(q, k, v, causal, scale):
+    """float64 SDPA: softmax(scale q k^T, masked j <= i when causal) v, GQA by h // (hq / hkv); lse (ln)."""
+    group = q.shape[1] // k.shape[1]
+    kk, vv = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, kk) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((q.shape[2], k.shape[2]), dtype=bool)), s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - mx)
+    l_ = p.sum(axis=-1)
+    out = np.einsum("bhqk,bhkd->bhqd", p, vv) / l_[..., None]
+    # what rounding P (relative u each) and the output (u) can change: u (sum_j p |v_j| / l + |out|)
+    spread = np.einsum("bhqk,bhkd->bhqd", p, np.abs(vv)) / l_[..., None]
+    return out, mx[..., 0] + np.log(l_), spread
+
+
+def inputs(batch, heads, kv_heads, q_len, k_len, d, dtype, seed):
+    rng = np.random.default_rng(seed)
+    q = emu.round_to(rng.standard_normal((batch, heads, q_len, d)), dtype)
+    k = emu.round_to(rng.standard_normal((batch, kv_heads, k_len, d)), dtype)
+    v = emu.round_to(rng.standard_normal((batch, kv_heads, k_len, d)), dtype)
+    return q, k, v
+
+
+def check(out, lse, q, k, v, causal, scale, dtype):
+    d, k_len = q.shape[3], k.shape[2]
+    ref, ref_lse, spread = reference(q, k, v, causal, 1.0 / math.sqrt(d) if scale is None else scale)
+    assert not np.isnan(out).any(), f"{int(np.isnan(out).sum())} output elements NaN (unwritten or poisoned)"
+    assert not np.isnan(lse).any(), f"{int(np.isnan(lse).sum())} lse entries NaN (unwritten)"
+    u = UNIT_ROUNDOFF[dtype]
+    # f16 subnormal P (below 2^-14) rounds with an absolute error up to 2^-25 per key
+    floor = k_len * 2.0**-25 * np.abs(v).max() if dtype == "float16" else 0.0
+    tol = 1.001 * u * (spread + np.abs(ref)) + floor + 1e-9
+    err = np.abs(out - ref)
+    bad = err > tol
+    assert not bad.any(), (f"{int(bad.sum())} of {out.size} outputs off by more than the rounding bound: worst "
+                           f"{err.max():.3g} at {np.unravel_index(np.argmax(err - tol), err.shape)}")
+    np.testing.assert_allclose(lse, ref_lse, rtol=0, atol=1e-5)
+
+
+# (batch, heads, kv_heads, q_len, k_len, head_dim, causal, stages, dtype, scale, variant)
+# variant: mma: (cp.async landing policy, memory layout of q, k, v, out); wgmma: (TMA landing policy, scheduling
+# priority of the producer and consumer warpgroups 0, 1, the dynamic shared memory's address, kernel variant)
+MMA_CASES = [
+    (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", "bhsd")),
+    (1, 1, 1, 5, 300, 128, True, 3, "bfloat16", None, ("eager", "bshd")),
+    (1, 1, 1, 300, 5, 64, True, 2, "float16", None, ("late", "bhsd")),
+    (1, 1, 1, 64, 64, 128, True, 1, "bfloat16", None, ("late", "bshd")),
+    (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("late", "bhsd")),
+    (1, 1, 1, 200, 129, 128, False, 2, "bfloat16", None, ("eager", "bhsd")),
+    (1, 1, 1, 300, 200, 64, True, 3, "float16", -0.3, ("eager", "bshd")),
+    (1, 1, 1, 129, 64, 64, False, 1, "bfloat16", None, ("eager", "bhsd")),
+    (1, 1, 1, 200, 300, 128, True, 2, "float16", None, ("late", "bhsd")),
+    (1, 1, 1, 64, 300, 64, False, 3, "bfloat16", -0.7, ("late", "bshd")),
+    (1, 1, 1, 5, 1, 128, True, 2, "float16", None, ("eager", "bhsd")),
+    (2, 4, 2, 129, 200, 64, True, 2, "bfloat16", None, ("eager", "bshd")),
+    (1, 1, 1, 300, 300, 128, True, 3, "bfloat16", None, ("late", "bhsd")),
+    (1, 1, 1, 1, 129, 64, True, 1, "float16", None, ("late", "bhsd")),
+    (1, 2, 1, 200, 64, 64, True, 4, "float16", None, ("late", "bshd")),
+    (2, 2, 1, 65, 250, 128, False, 4, "float16", None, ("late", "bshd")),
+]
+WGMMA_CASES = [
+    (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
+    (1, 1, 1, 5, 300, 128, True, 3, "bfloat16", None, ("late", (1, 0, "producer"), 16, "default")),
+    (1, 1, 1, 300, 5, 64, True, 2, "float16", None, ("eager", ("producer", 1, 0), 1024, "default")),
+    (1, 1, 1, 64, 64, 128, True, 1, "bfloat16", None, ("late", (0, 1, "producer"), 96, "default")),
+    (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("eager", ("producer", 0, 1), 48, "default")),
+    (1, 1, 1, 200, 129, 128, False, 2, "bfloat16", None, ("lifo", (1, "producer", 0), 96, "default")),
+    (1, 1, 1, 300, 200, 64, True, 3, "float16", -0.3, ("eager", (1, 0, "producer"), 96, "default")),
+    (1, 1, 1, 129, 64, 64, False, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
+    (1, 1, 1, 200, 300, 128, True, 2, "float16", None, ("late", ("producer", 0, 1), 96, "default")),
+    (1, 1, 1, 64, 300, 64, False, 3, "bfloat16", -0.7, ("eager", ("producer", 0, 1), 96, "default")),
+    (1, 1, 1, 5, 1, 128, True, 2, "float16", None, ("eager", (0, 1, "producer"), 96, "default")),
+    (2, 4, 2, 129, 200, 64, True, 2, "bfloat16", None, ("late", ("producer", 1, 0), 96, "default")),
+    (1, 1, 1, 300, 300, 128, True, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
+    (1, 1, 1, 1, 129, 64, True, 2, "float16", None, ("lifo", (1, 0, "producer"), 96, "default")),
+    (1, 2, 1, 300, 300, 64, False, 2, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
+    (1, 1, 1, 200, 300, 64, True, 6, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
+    # more key tiles than stages, the consumers run apart: a stage refilled too early shows
+    (1, 1, 1, 200, 300, 128, False, 1, "bfloat16", None, ("eager", (0, "producer", 1), 96, "default")),
+    (1, 1, 1, 129, 300, 64, False, 2, "float16", -0.5, ("eager", (1, "producer", 0), 64, "default")),
+    (2, 2, 1, 64, 300, 64, False, 1, "float16", None, ("late", ("producer", 1, 0), 96, "default")),
+    # the variants (ASYNCCOPY_ATTN_OVERLAP, + _PINGPONG): the next Q K^T issued with this P V, turns to issue
+    (1, 1, 1, 200, 300, 64, False, 2, "float16", None, ("eager", ("producer", 0, 1), 96, "overlap")),
+    (1, 1, 1, 300, 300, 128, True, 3, "bfloat16", -0.4, ("lifo", (1, "producer", 0), 96, "overlap")),
+    (1, 1, 1, 129, 600, 64, False, 2, "bfloat16", None, ("late", (0, 1, "producer"), 16, "overlap")),
+    (1, 1, 1, 100, 200, 64, True, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "overlap")),
+    (1, 1, 1, 64, 300, 128, False, 2, "float16", None, ("eager", (1, "producer", 0), 96, "pingpong")),
+    (1, 1, 1, 300, 260, 64, True, 3, "bfloat16", None, ("lifo", ("producer", 1, 0), 96, "pingpong")),
+    (2, 2, 1, 129, 384, 64, False, 2, "float16", None, ("late", (0, "producer", 1), 48, "pingpong")),
+]
+
+
+def _id(c):
+    b, h, hk, lq, lk, d, causal, stages, dtype, scale, variant = c
+    extra = "-".join(variant) if len(variant) == 2 else f"{variant[0]}-base{variant[2]}-{variant[3]}"
+    short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return (f"b{b}h{h}kv{hk}-q{lq}-k{lk}-d{d}-{'causal' if causal else 'full'}-s{stages}-{short}"
+            f"{'' if scale is None else f'-scale{scale}'}-{extra}")
+
+
+@pytest.mark.parametrize("case", MMA_CASES, ids=_id)
+def test_mma_emulation_matches_sdpa(case):
+    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout) = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk)
+    out, lse = emu.emulate_mma(q, k, v, causal, scale, stages, dtype=dtype, copies=copies, layout=layout)
+    check(out, lse, q, k, v, causal, scale, dtype)
+
+
+@pytest.mark.parametrize("case", WGMMA_CASES, ids=_id)
+def test_wgmma_emulation_matches_sdpa(case):
+    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (tma, order, base, variant) = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 1)
+    out, lse = emu.emulate_wgmma(q, k, v, causal, scale, stages, dtype=dtype, tma=tma, order=order, smem_base=base,
+                                 overlap=variant != "default", pingpong=variant == "pingpong")
+    check(out, lse, q, k, v, causal, scale, dtype)
+
+
+@pytest.mark.parametrize("a_mn, b_mn", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_descriptor_model_reads_what_gemm_wgmma_addresses(a_mn, b_mn):
+    """gemm_wgmma.cu (tested on an H200 in all four layouts) loads A and B with the same TMA boxes and
+    builds the same descriptors (wgmma.cuh make_desc_k_major / make_desc_mn_major) as attention_wgmma.cu:
+    its consumer's addressing, emulated with the same functions, must give A x B, through the accumulator
+    layout its store_direct reads back. BN = 128: two 64-column panels of an MN-major B, as V has at D 128."""
+    dtype, bm, bn, bk, k_len = "float16", 128, 128, 64, 128
+    rng = np.random.default_rng(7)
+    a = emu.round_to(rng.standard_normal((bm, k_len)), dtype)
+    b = emu.round_to(rng.standard_normal((k_len, bn)), dtype)
+    a_elems, b_elems = bm * bk, bn * bk
+    panel_bytes = 2 * bk * 64
+    base = 1024
+    sm = emu.Shared(base, 2 * (a_elems + b_elems))
+    tma = emu.Tma(sm, "eager", dtype)
+    a_mem = emu.global_bits(a.T if a_mn else a, dtype)[None, None]  # A_MN: column-major A, maps over (m, k)
+    b_mem = emu.global_bits(b if b_mn else b.T, dtype)[None, None]  # B_MN = 0: column-major B, maps over (k, n)
+    acc = np.zeros((2, 128, bn // 2))
+    for kb in range(k_len // bk):
+        bar = emu.MBarrier(1, "full")
+        bar.arrive_expect_tx(2 * (a_elems + b_elems))
+        sa, sb = base, base + 2 * a_elems
+        if a_mn == 0:
+            tma.load(sa, a_mem, bm, (kb * bk, 0, 0, 0), bar)
+        else:
+            for p in range(bm // 64):
+                tma.load(sa + 2 * (p * bk * 64), a_mem, bk, (64 * p, kb * bk, 0, 0), bar)
+        if b_mn == 0:
+            tma.load(sb, b_mem, bn, (kb * bk, 0, 0, 0), bar)
+        else:
+            for p in range(bn // 64):
+                tma.load(sb + 2 * (p * bk * 64), b_mem, bk, (64 * p, kb * bk, 0, 0), bar)
+        assert bar.done(0)
+        for w in range(2):
+            wg = emu.Warpgroup(sm, dtype)
+            for kk in range(bk // 16):
+                da = (emu.make_desc_k_major(sa + 2 * (w * 64 * bk + kk * 16)) if a_mn == 0
+                      else emu.make_desc_mn_major(sa + 2 * (w * bk * 64 + kk * 16 * 64), panel_bytes))
+                db = (emu.make_desc_k_major(sb + 2 * (kk * 16)) if b_mn == 0
+                      else emu.make_desc_mn_major(sb + 2 * (kk * 16 * 64), panel_bytes))
+                wg.mma_ss(acc[w], da, db, bn, a_mn, b_mn, 1 if (kb > 0 or kk > 0) else 0)
+            wg.commit()
+            wg.wait(0)
+    c = np.full((bm, bn), np.nan)
+    rows, cols = emu._acc_map(bn)
+    for w in range(2):
+        c[64 * w + rows, cols] = acc[w]
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_layout_maps_and_swizzle_formulas_agree():
+    """The kernels' own swizzle expressions against asynccopy/swizzle.py's TMA model (hardware-tested):
+    attention_wgmma's epilogue address is TMA's 128B swizzle on 1024-aligned panels (the store reads it
+    back that way); the accumulator map is one-to-one."""
+    from asynccopy import swizzle
+
+    row = np.arange(64)[:, None]
+    byte = np.arange(0, 128, 4)[None, :]
+    for panel in (0, 8192, 16384 + 8192):
+        kernel = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
+        assert np.array_equal(kernel, swizzle.swizzle_address(panel + row * 128 + byte, "128B"))
+    for n in (64, 128):
+        rows, cols = emu._acc_map(n)
+        assert len(set(zip(rows.ravel(), cols.ravel()))) == 128 * n // 2 == 64 * n
+
+
+def test_mbarrier_parity_and_transaction_rules():
+    bar = emu.MBarrier(2, "b")
+    assert bar.done(1) and not bar.done(0)  # a fresh barrier: the phase "before" it (parity 1) counts as done
+    bar.arrive_expect_tx(32)
+    bar.arrive()
+    assert not bar.done(0)  # arrivals are in, 32 bytes are not
+    bar.complete_tx(32)
+    assert bar.done(0) and not bar.done(1)
+    bar.arrive_expect_tx(16)
+    with pytest.raises(AssertionError, match="more than announced"):
+        bar.complete_tx(32)
