@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import build, device
-from .errors import ArgumentError
+from . import build
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16")
@@ -101,15 +100,11 @@ class AttentionConfig:
         return self.stages * self.record.stage_bytes(self.head_dim, size) + self.record.static_bytes(self.head_dim, size)
 
     def compile(self, arch: str | None = None) -> build.Module:
-        target = device.parse_arch(arch) if arch is not None else device.current().arch
-        need = self.record.min_cc
-        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
-            raise ArgumentError(f"attention kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
-                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
-                                f"got {target}")
-        return build.compile(build.read_kernel(self.record.source), arch=target,
-                             defines={**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})},
-                             name_expressions=(self.name_expression(),), name=self.record.template)
+        rec = self.record
+        defines = {**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})}
+        return build.compile_record(f"attention kernel {self.kernel!r}", rec.source, rec.template,
+                                    self.name_expression(), min_cc=rec.min_cc, arch_specific=rec.arch_specific,
+                                    arch=arch, defines=defines)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 from . import arrays, device
 from .errors import ArgumentError, AsyncCopyError, check_int
 from .model import simulate
+from .trace import clocked_blocks
 
 # the kernel's layout (attention_wgmma.cu, namespace attention_trace): per block a header of 4 words, then
 # per tile PRODUCER_EVENTS + CONSUMERS x CONSUMER_EVENTS words
@@ -61,25 +62,9 @@ def buffer_words(blocks: int) -> int:
 
 def decode(raw: np.ndarray, blocks: int) -> list[AttentionBlockTrace]:
     """Every block's trace that recorded one; a tile a consumer did not finish is left out."""
-    raw = np.asarray(raw, dtype=np.uint64)
-    if raw.size < blocks * STRIDE:
-        raise ArgumentError(f"a trace of {blocks} blocks has {blocks * STRIDE} words, got {raw.size}")
-    rec = raw[: blocks * STRIDE].reshape(blocks, STRIDE).astype(np.int64)
-    started = rec[:, 0][rec[:, 0] > 0]
-    if started.size == 0:
-        raise ArgumentError("the trace is empty: was the kernel built with trace=True and launched with its buffer?")
-    t0 = int(started.min())
     out = []
-    for b in range(blocks):
-        gt0, c0, gt1, c1 = (int(v) for v in rec[b, :HEADER])
-        if gt0 == 0 or c1 <= c0 or gt1 < gt0:
-            continue
-        scale = (gt1 - gt0) / (c1 - c0)
-        ev = rec[b, HEADER:].reshape(MAX_TILES, TILE_WORDS)
-
-        def ns(tick, gt0=gt0, c0=c0, scale=scale):
-            return (gt0 - t0) + (int(tick) - c0) * scale
-
+    for b, words, ns, _ in clocked_blocks(raw, blocks, STRIDE):
+        ev = words.reshape(MAX_TILES, TILE_WORDS)
         trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(CONSUMERS)])
         for j in range(MAX_TILES):
             if ev[j, 0]:
@@ -87,9 +72,9 @@ def decode(raw: np.ndarray, blocks: int) -> list[AttentionBlockTrace]:
             if ev[j, 1]:
                 trace.v_issued[j] = ns(ev[j, 1])
             for w in range(CONSUMERS):
-                words = ev[j, len(PRODUCER_EVENTS) + w * len(CONSUMER_EVENTS):][: len(CONSUMER_EVENTS)]
-                if all(words):
-                    trace.consumers[w].append(ConsumerTile(j, *(ns(x) for x in words)))
+                stamps = ev[j, len(PRODUCER_EVENTS) + w * len(CONSUMER_EVENTS):][: len(CONSUMER_EVENTS)]
+                if all(stamps):
+                    trace.consumers[w].append(ConsumerTile(j, *(ns(x) for x in stamps)))
         out.append(trace)
     return out
 

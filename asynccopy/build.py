@@ -206,6 +206,18 @@ def hang_timeout_ns() -> int:
     return max(1, round(ms * 1e6))
 
 
+def compile_record(what: str, source_file: str, template: str, name_expression: str, *, min_cc, arch_specific: bool,
+                   arch: str | None = None, defines: dict | None = None) -> Module:
+    """One instantiation of a kernel record's template (GEMM and attention records), for ``arch`` (default:
+    the local GPU's), after checking the arch can run it: ``what`` names the kernel in the error."""
+    target = device.parse_arch(arch) if arch is not None else device.current().arch
+    if device.cc_of_arch(target) < tuple(min_cc) or arch_specific and not target.endswith("a"):
+        raise ArgumentError(f"{what} needs {device.arch_of_cc(tuple(min_cc))}"
+                            f"{' (its arch-specific instructions)' if arch_specific else ''}; got {target}")
+    return compile(read_kernel(source_file), arch=target, defines=defines or {}, name_expressions=(name_expression,),
+                   name=template)
+
+
 def compile(
     source: str,
     *,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from . import build, device
-from .errors import ArgumentError
+from . import build
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -146,14 +145,10 @@ class GemmConfig:
         return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + self.record.epilogue_bytes + slack
 
     def compile(self, arch: str | None = None) -> build.Module:
-        target = device.parse_arch(arch) if arch is not None else device.current().arch
-        need = self.record.min_cc
-        if device.cc_of_arch(target) < need or self.record.arch_specific and not target.endswith("a"):
-            raise ArgumentError(f"GEMM kernel {self.kernel!r} needs {device.arch_of_cc(need)}"
-                                f"{' (its arch-specific instructions)' if self.record.arch_specific else ''}; "
-                                f"got {target}")
-        return build.compile(build.read_kernel(self.record.source), arch=target, defines=dict(self.defines),
-                             name_expressions=(self.name_expression(),), name=self.record.template)
+        rec = self.record
+        return build.compile_record(f"GEMM kernel {self.kernel!r}", rec.source, rec.template, self.name_expression(),
+                                    min_cc=rec.min_cc, arch_specific=rec.arch_specific, arch=arch,
+                                    defines=dict(self.defines))
 
 
 MIN_SPLIT_BLOCKS = 8  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save

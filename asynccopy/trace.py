@@ -36,27 +36,35 @@ class BlockTrace:
     ns_per_tick: float
 
 
-def decode(raw: np.ndarray, blocks: int) -> list[BlockTrace]:
-    """The trace of every block that recorded one; tiles without ready and compute times are left out."""
+def clocked_blocks(raw: np.ndarray, blocks: int, stride: int):
+    """(block, its words after the header, ticks -> ns on the launch's time axis, ns per tick) for every
+    block of a trace buffer (``stride`` words a block: the header, then the kernel's own words) that
+    recorded its start and end; the time axis starts at the earliest block start."""
     raw = np.asarray(raw, dtype=np.uint64)
-    if raw.size < blocks * STRIDE:
-        raise ArgumentError(f"a trace of {blocks} blocks has {blocks * STRIDE} words, got {raw.size}")
-    rec = raw[: blocks * STRIDE].reshape(blocks, STRIDE).astype(np.int64)
+    if raw.size < blocks * stride:
+        raise ArgumentError(f"a trace of {blocks} blocks has {blocks * stride} words, got {raw.size}")
+    rec = raw[: blocks * stride].reshape(blocks, stride).astype(np.int64)
     started = rec[:, 0][rec[:, 0] > 0]
     if started.size == 0:
         raise ArgumentError("the trace is empty: was the kernel built with trace=True and launched with its buffer?")
     t0 = int(started.min())
-    out = []
     for b in range(blocks):
         gt0, c0, gt1, c1 = (int(v) for v in rec[b, :HEADER])
         if gt0 == 0 or c1 <= c0 or gt1 < gt0:
             continue
         scale = (gt1 - gt0) / (c1 - c0)
-        ev = rec[b, HEADER:].reshape(MAX_TILES, len(EVENTS))
 
-        def ns(tick: int, gt0=gt0, c0=c0, scale=scale) -> float:
-            return (gt0 - t0) + (tick - c0) * scale
+        def ns(tick, gt0=gt0, c0=c0, scale=scale) -> float:
+            return (gt0 - t0) + (int(tick) - c0) * scale
 
+        yield b, rec[b, HEADER:], ns, scale
+
+
+def decode(raw: np.ndarray, blocks: int) -> list[BlockTrace]:
+    """The trace of every block that recorded one; tiles without ready and compute times are left out."""
+    out = []
+    for b, words, ns, scale in clocked_blocks(raw, blocks, STRIDE):
+        ev = words.reshape(MAX_TILES, len(EVENTS))
         tiles, released = [], {}
         for k in range(MAX_TILES):
             issued, ready, start, end, rel = (int(v) for v in ev[k])

@@ -95,24 +95,12 @@ def cmd_gemm(args) -> int:
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),
                                      ("pct_peak", "% peak", ".0f"), ("pct_ceiling", "% instr", ".0f"),
                                      ("rel_error", "rel err", ".1e")]))
-    print()
-    for line in gemm_bench.summary(result):
-        print(line)
-    if args.png:
-        print(f"wrote {gemm_bench.plot(result, args.png)}")
-    payload = result.as_dict()
-    if args.plan:
-        plans = gemm_bench.plan_check(result)
-        print("\nthe pipeline model's stage count (compute per k-block at the fastest measured pace; loads at the "
-              "unloaded latency, from L2) against the sweep:")
-        print(report.table(plans, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("kernel", "kernel", ""),
-                                   ("tile", "tile", ""), ("k_block_ns", "ns/k-block", ".0f"),
-                                   ("planned", "planned", "d"), ("best_stages", "best", "d"),
-                                   ("ratio", "planned/best", ".3f")]))
-        ok = sum(p.ratio is not None and p.ratio <= 1.05 for p in plans)
-        print(f"planned stage count within 5% of the best: {ok} of {len(plans)}")
-        payload["plan"] = plans
-    common.write(args, payload)
+    plans = gemm_bench.plan_check(result) if args.plan else None
+    _finish(args, result, gemm_bench.summary(result), gemm_bench.plot, plans,
+            "the pipeline model's stage count (compute per k-block at the fastest measured pace; loads at the "
+            "unloaded latency, from L2) against the sweep:",
+            [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("kernel", "kernel", ""), ("tile", "tile", ""),
+             ("k_block_ns", "ns/k-block", ".0f")])
     return 0
 
 
@@ -145,21 +133,26 @@ def cmd_attention(args) -> int:
                     dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=stages, reps=reps,
                     warmup=args.warmup)
     print(report.table(result.rows, ab.COLUMNS))
+    plans = ab.plan_check(result) if args.plan else None
+    _finish(args, result, ab.summary(result), ab.plot, plans,
+            "the pipeline model's K/V stage count (compute per key tile at the fastest measured pace) against the sweep:",
+            [("problem", "problem", ""), ("kernel", "kernel", ""), ("tile_ns", "ns/tile", ".0f")])
+    return 0
+
+
+def _finish(args, result, summary_lines, plot, plans, plan_title: str, plan_columns) -> None:
+    """A suite's summary, its plot, the model's stage counts against the sweep (with --plan), its files."""
     print()
-    for line in ab.summary(result):
+    for line in summary_lines:
         print(line)
     if args.png:
-        print(f"wrote {ab.plot(result, args.png)}")
+        print(f"wrote {plot(result, args.png)}")
     payload = result.as_dict()
-    if args.plan:
-        plans = ab.plan_check(result)
-        print("\nthe pipeline model's K/V stage count (compute per key tile at the fastest measured pace) against the "
-              "sweep:")
-        print(report.table(plans, [("problem", "problem", ""), ("kernel", "kernel", ""), ("tile_ns", "ns/tile", ".0f"),
-                                   ("planned", "planned", "d"), ("best_stages", "best", "d"),
-                                   ("ratio", "planned/best", ".3f")]))
+    if plans is not None:
+        print("\n" + plan_title)
+        print(report.table(plans, plan_columns + [("planned", "planned", "d"), ("best_stages", "best", "d"),
+                                                  ("ratio", "planned/best", ".3f")]))
         ok = sum(p.ratio is not None and p.ratio <= 1.05 for p in plans)
         print(f"planned stage count within 5% of the best: {ok} of {len(plans)}")
         payload["plan"] = plans
     common.write(args, payload)
-    return 0

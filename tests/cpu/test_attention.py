@@ -187,5 +187,5 @@ def test_host_arrays_and_bad_flags_are_refused_before_any_gpu_work():
         asynccopy.attention(dev, dev, dev, causal="yes")
     with pytest.raises(ArgumentError, match=r"scale must be a finite number, got nan"):
         asynccopy.attention(dev, dev, dev, scale=float("nan"))
-    with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 0"):
+    with pytest.raises(ArgumentError, match=r"stages must be in \[1, 8\], got 0"):
         asynccopy.attention(dev, dev, dev, stages=0)

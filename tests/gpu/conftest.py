@@ -117,3 +117,12 @@ def check_stream_output(got, host, intensity, tile):
         np.testing.assert_array_equal(got, host)
     else:
         np.testing.assert_allclose(got, stream.reference(host, intensity, tile), rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """PyTorch, where it is installed and has CUDA (else the test is skipped with the reason)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA here")
+    return torch

@@ -27,14 +27,6 @@ SHAPES = [(1, 1, 1, 1, 1, 64), (2, 4, 4, 1, 200, 128), (1, 2, 2, 200, 1, 64), (2
 KERNELS = [pytest.param("mma"), pytest.param("wgmma", marks=pytest.mark.cc(9, 0))]
 
 
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA here")
-    return torch
-
-
 def _inputs(torch, shape, dtype, layout, seed):
     """q, k, v of ``shape`` in ``layout`` ("bhsd": contiguous; "bshd": (batch, seq, heads, head_dim) memory
     viewed as (batch, heads, seq, head_dim)), standard normal values rounded to dtype."""

@@ -20,14 +20,6 @@ KERNELS = [("wgmma", "bfloat16", None), ("wgmma", "float16", None), ("wgmma", "b
            ("simt", "float32", "bfloat16")]
 
 
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA here")
-    return torch
-
-
 def _operand(torch, rows, cols, column_major, dtype, *, pad=8, offset=0):
     """A [rows, cols] CUDA matrix: a row-major array, or the transposed view of one (column-major), whose
     leading dimension is its contiguous extent rounded up to ``pad`` elements and whose first element

@@ -18,14 +18,6 @@ pytestmark = pytest.mark.cc(8, 0)
 SHAPE = (2, 4, 2, 300, 300, 64)  # grouped-query, a length no tile divides
 
 
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch has no CUDA here")
-    return torch
-
-
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 def test_a_tiny_run_times_our_kernels_and_a_backend(torch, facts, layout):
     lines = []
