@@ -60,3 +60,27 @@ def test_gemm_of_jax_arrays(jnp, rng, dtype):
     ref = np.asarray(a.astype(jnp.float32), np.float64) @ np.asarray(b.astype(jnp.float32), np.float64)
     tol = {"bfloat16": 8e-3, "float16": 1.5e-3, "float32": 2e-5}[dtype]
     assert np.linalg.norm(d - ref) / np.linalg.norm(ref) < tol
+
+
+@pytest.mark.parametrize("kernel", [pytest.param("mma"), pytest.param("wgmma", marks=pytest.mark.cc(9, 0))])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_attention_of_jax_arrays(jnp, rng, dtype, kernel):
+    import jax
+
+    b, h, hkv, lq, lk, d = 1, 4, 2, 130, 200, 64
+    q = jnp.asarray(rng.standard_normal((b, h, lq, d)).astype(np.float32)).astype(dtype)
+    k = jnp.asarray(rng.standard_normal((b, hkv, lk, d)).astype(np.float32)).astype(dtype)
+    v = jnp.sin(jnp.asarray(rng.standard_normal((b, hkv, lk, d)).astype(np.float32))).astype(dtype)  # still running
+    out, lse = asynccopy.attention(q, k, v, causal=True, kernel=kernel, return_lse=True)
+    assert isinstance(out, jax.Array) and out.dtype == q.dtype and out.shape == q.shape
+    assert isinstance(lse, jax.Array) and lse.dtype == jnp.float32 and lse.shape == (b, h, lq)
+    got = np.asarray((out * 2).astype(jnp.float32), np.float64) / 2  # JAX reads the result at once
+    q64, k64, v64 = (np.asarray(x.astype(jnp.float32), np.float64) for x in (q, k, v))
+    k64, v64 = np.repeat(k64, h // hkv, 1), np.repeat(v64, h // hkv, 1)
+    s = np.einsum("bhqd,bhkd->bhqk", q64, k64) / np.sqrt(d)
+    s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
+    ref_lse = np.log(np.exp(s - s.max(-1, keepdims=True)).sum(-1)) + s.max(-1)
+    p = np.exp(s - ref_lse[..., None])
+    ref = p @ v64
+    assert np.abs(got - ref).max() < {"bfloat16": 3e-2, "float16": 4e-3}[dtype]
+    assert np.abs(np.asarray(lse, np.float64) - ref_lse).max() < 1e-3
