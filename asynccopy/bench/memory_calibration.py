@@ -47,25 +47,37 @@ class Regime:
                                 **dict(self.options))
 
 
-MAIN = "tma_1d_pipeline"
+MAIN = "tma_1d_pipeline"  # CC 9.0+; below it the LDGSTS kernel is the main one and there is no second
+LDGSTS = ("ldgsts", (("vec", 16), ("cache", "cg")))
 TILES = (1024, 2048, 4096, 8192, 16384)
 STAGES = (1, 2, 3, 4, 6, 8)
 BLOCKS = (1, 2)
 HELD_OUT_TILES = (2048, 8192)  # regimes of these tiles are never fitted on
-SECOND = ("ldgsts", (("vec", 16), ("cache", "cg")))  # another kernel, held out whole
+SECOND = LDGSTS  # another kernel, held out whole
 SECOND_REGIMES = ((4096, 2, 1), (4096, 4, 1), (4096, 8, 1), (2048, 4, 2))
+L2_PASSES = 4  # a traced run's input and output together span this many times the L2: its first tiles come from DRAM
 
 
-def held_out(point: memory.Point) -> bool:
+def main_kernel(cc) -> tuple[str, tuple]:
+    """The calibration's main kernel on a GPU of compute capability ``cc``: TMA bulk copies where there are
+    (one elected thread a tile: its own costs are tens of ns), else 16-byte LDGSTS."""
+    return (MAIN, ()) if tuple(cc) >= mechanism.get(MAIN).min_cc else LDGSTS
+
+
+def held_out(point: memory.Point, main: str = MAIN) -> bool:
     """The split: a held-out tile size, or a kernel other than the main one."""
-    return not point.regime.startswith(MAIN + " ") or any(f" tile={t} " in point.regime for t in HELD_OUT_TILES)
+    return not point.regime.startswith(main + " ") or any(f" tile={t} " in point.regime for t in HELD_OUT_TILES)
 
 
 def regimes(smem_limit: int, smem_per_sm: int, arch: str | None = None) -> list[Regime]:
     """Every calibration regime that fits ``smem_limit`` per block and ``smem_per_sm`` for its blocks."""
+    from .. import device
+
     out = []
-    cands = [Regime(MAIN, t, s, b) for t in TILES for s in STAGES for b in BLOCKS]
-    cands += [Regime(SECOND[0], t, s, b, options=SECOND[1]) for t, s, b in SECOND_REGIMES]
+    name, opts = main_kernel(device.cc_of_arch(arch) if arch else mechanism.get(MAIN).min_cc)
+    cands = [Regime(name, t, s, b, options=opts) for t in TILES for s in STAGES for b in BLOCKS]
+    if name != SECOND[0]:
+        cands += [Regime(SECOND[0], t, s, b, options=SECOND[1]) for t, s, b in SECOND_REGIMES]
     for r in cands:
         try:
             cfg = r.config()
@@ -80,20 +92,32 @@ def regimes(smem_limit: int, smem_per_sm: int, arch: str | None = None) -> list[
     return out
 
 
+def tiles_per_block(r: Regime, sm_count: int, l2_bytes: int) -> int:
+    """Tiles per block of a regime's traced run: enough that input and output span L2_PASSES x the L2, so
+    that the traced first tiles (filled first, evicted since) come from DRAM, not L2."""
+    per = sm_count * r.blocks_per_sm * r.tile * FLOAT * 2  # bytes read and written per tile of every block
+    return max(trace.MAX_TILES, -(-L2_PASSES * l2_bytes // per))
+
+
 def run(*, progress=default_progress) -> memory.Fit:
     """Trace every regime on the local GPU, fit the curve on the fitted regimes, check it on the held-out
-    ones (GPU)."""
-    facts = device.require(mechanism.get(MAIN).min_cc, "asynccopy calibrate")
+    ones (GPU). A regime that fails is left out with a note (the fit needs 3 on each side)."""
+    facts = device.require(mechanism.get(LDGSTS[0]).min_cc, "asynccopy calibrate")
+    main, _ = main_kernel(facts.cc)
     todo = regimes(facts.smem_per_block_optin, facts.smem_per_sm, facts.arch)
     points = []
     for i, r in enumerate(todo, 1):
         progress(f"[{i}/{len(todo)}] {r.name}")
-        _, blocks = trace.run(r.mechanism, r.stages, intensity=0, tile=r.tile, threads=r.threads,
-                              tiles_per_block=trace.MAX_TILES, blocks_per_sm=r.blocks_per_sm, check_all=False,
-                              **dict(r.options))
-        points.append(memory.point_from_traces(r.name, blocks, tile_bytes=r.tile * FLOAT,
-                                               blocks_per_sm=r.blocks_per_sm))
-    return memory.fit(points, held_out, source=f"calibrated on {facts.name}, {len(points)} traced regimes",
+        try:
+            _, blocks = trace.run(r.mechanism, r.stages, intensity=0, tile=r.tile, threads=r.threads,
+                                  tiles_per_block=tiles_per_block(r, facts.sm_count, facts.l2_bytes),
+                                  blocks_per_sm=r.blocks_per_sm, check_all=False, **dict(r.options))
+            points.append(memory.point_from_traces(r.name, blocks, tile_bytes=r.tile * FLOAT,
+                                                   blocks_per_sm=r.blocks_per_sm))
+        except (ArgumentError, AsyncCopyError) as exc:
+            progress(f"  left out: {str(exc).splitlines()[0]}")
+    return memory.fit(points, lambda p: held_out(p, main),
+                      source=f"calibrated on {facts.name}, {len(points)} traced regimes",
                       device_key=memory.device_key(facts))
 
 

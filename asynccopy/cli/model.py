@@ -247,9 +247,11 @@ def print_model(result, compute, overheads, png=None, fit=None):
                               ("ratio", "planned/best", ".3f"), ("worst_error", "sim error", ".0%")]))
     groups = [("all pairs", rows)]
     if fit is not None:
-        fitted = {c.regime for c in fit.fitted}
-        held = [r for r in rows if not model_check.in_calibration(result, r, fitted)]
-        groups.append(("held out from the memory curve's fit", held))
+        fitted = model_check.in_calibration(result, {c.regime for c in fit.fitted})
+        print(f"this run's regime (tile {result.tile}, {result.threads} threads, {result.blocks_per_sm} block(s) per "
+              f"SM) was {'among' if fitted else 'not among'} the memory curve's fitted regimes: its pairs are "
+              f"{'not ' if fitted else ''}held out")
+        groups.append(("held out from the memory curve's fit", [] if fitted else rows))
     for title, group in groups:
         plan_ok, sim10, sim25, n = model_check.summary_counts(group)
         print(f"{title}: planned stage count within 5% of the best {plan_ok} of {n}; simulator within 10% of every "

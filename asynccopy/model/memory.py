@@ -38,6 +38,9 @@ from ..errors import ArgumentError
 
 FILE = "memory-curves.json"
 SCHEMA = 1
+# what a cached calibration was measured with: raise it when the regimes or the way points are taken change, so
+# that an older calibration is measured again rather than reused
+CALIBRATION_VERSION = 1
 MAX_KNEE = 16.0  # p above this is a hard knee already (the fit's bound)
 
 
@@ -160,7 +163,8 @@ class Fit:
         return lines
 
     def as_dict(self) -> dict:
-        return {"schema": SCHEMA, "curve": self.curve.as_dict(), "device_key": self.device_key,
+        return {"schema": SCHEMA, "calibration": CALIBRATION_VERSION, "curve": self.curve.as_dict(),
+                "device_key": self.device_key,
                 "points": [asdict(p) for p in self.points],
                 "held_out": self.held_out_regimes()}
 
@@ -288,8 +292,10 @@ def point_from_traces(regime: str, blocks, *, tile_bytes: int, blocks_per_sm: in
     lat, flight = [], []
     for b in blocks:
         tiles = sorted(b.tiles, key=lambda t: t.tile)
-        for i, t in enumerate(tiles):
-            prev_end = tiles[i - 1].compute_end if i else -math.inf
+        by = {t.tile: t for t in tiles}
+        for t in tiles:
+            prev = by.get(t.tile - 1)
+            prev_end = prev.compute_end if prev is not None else -math.inf
             if t.ready - prev_end < min_wait_ns or t.ready <= t.issued:
                 continue
             outstanding = sum(1 for o in tiles if o.issued <= t.issued < o.ready)  # t itself among them
@@ -347,7 +353,7 @@ def cached(facts) -> Fit | None:
     if path is None:
         return None
     entry = _read(path).get(device_key(facts))
-    if not isinstance(entry, dict):
+    if not isinstance(entry, dict) or entry.get("calibration") != CALIBRATION_VERSION:
         return None
     try:
         return Fit.from_dict(entry)

@@ -117,14 +117,18 @@ class KernelCosts:
             raise ArgumentError("handoff_ns is a producer warp's delay from a buffer's release to its refill: "
                                 "set producer too")
 
-    def at_stages(self, stages: int) -> KernelCosts:
+    def at_stages(self, stages: int, *, latency_holds_costs: bool = True) -> KernelCosts:
         """The costs a loop of ``stages`` stages pays. One stage is the plain load-wait-compute loop whose
         fixed costs the latency holds when it is fitted to `sync` (asynccopy.bench.model_check): the
         computing threads' issue and the barrier are not added again; a producer warp's issue (with
-        nothing computing beside it) and handoff are, since its one buffer puts them on every tile's path."""
+        nothing computing beside it) and handoff are, since its one buffer puts them on every tile's path.
+        A latency that does not hold them (``latency_holds_costs=False``: a memory curve, fitted to bulk
+        copies) leaves the barrier and the issue, at its rate with nothing computing beside it."""
         if stages > 1:
             return self
         solo = self.issue_ns if self.solo_issue_ns is None else self.solo_issue_ns
+        if not latency_holds_costs:
+            return replace(self, issue_ns=solo)
         return replace(self, barrier_ns=0.0, issue_ns=solo if self.producer else 0.0)
 
 
@@ -160,7 +164,7 @@ def simulate(stages: int, tiles: int, *, tile_bytes: float, compute_ns: float, l
     if memory is not None and not hasattr(memory, "latency_at"):
         raise ArgumentError(f"memory must be a MemoryCurve or None, got {type(memory).__name__}")
     run = _Run(stages, tiles, blocks, tile_bytes, tile_bytes if out_bytes is None else out_bytes, compute_ns,
-               latency_ns, bandwidth_per_sm, costs.at_stages(stages), memory)
+               latency_ns, bandwidth_per_sm, costs.at_stages(stages, latency_holds_costs=memory is None), memory)
     return run.simulate()
 
 

@@ -226,14 +226,12 @@ def test_picks_the_sweep_did_not_run_are_listed_for_measuring():
 
 
 def test_held_out_pairs_are_those_whose_regime_the_curve_never_saw():
-    bench, compute = _synthetic_bench()  # ldgsts, tile 4096, 256 threads, 1 block per SM, intensities 0 and 8
-    _, rows = model_check.check(bench, compute)
-    fitted = {"ldgsts tile=4096 threads=256 stages=4 blocks=1"}
-    assert [model_check.in_calibration(bench, r, fitted) for r in rows] == [True, False]  # intensity 8: held out
-    assert not any(model_check.in_calibration(bench, r, {"ldgsts tile=4096 threads=256 stages=4 blocks=2"})
-                   for r in rows)
-    assert not any(model_check.in_calibration(bench, r, {"tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=1"})
-                   for r in rows)
+    bench, _ = _synthetic_bench()  # tile 4096, 256 threads, 1 block per SM
+    assert model_check.in_calibration(bench, {"tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=1"})
+    assert model_check.in_calibration(bench, {"ldgsts vec=16 cache=cg tile=4096 threads=256 stages=2 blocks=1"})
+    assert not model_check.in_calibration(bench, {"tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=2"})
+    assert not model_check.in_calibration(bench, {"tma_1d_pipeline tile=2048 threads=256 stages=4 blocks=1",
+                                                  "tma_1d_pipeline tile=4096 threads=128 stages=4 blocks=1"})
 
 
 def test_a_saved_run_keeps_its_memory_curve(tmp_path):
@@ -249,3 +247,15 @@ def test_a_saved_run_keeps_its_memory_curve(tmp_path):
     assert isinstance(again, memory.Fit) and again.curve == fit.curve
     assert again.held_out_regimes() == fit.held_out_regimes()
     model_check.load(path)  # the sweep still loads
+
+
+def test_an_unswept_pick_is_timed_beside_its_best_again():
+    bench, compute = _synthetic_bench()
+    _, rows = model_check.check(bench, compute)
+    rows[1].recommended, rows[1].measured_at_recommended_ms, rows[1].ratio = 6, None, None
+    picks = model_check.unmeasured_picks(bench, rows)
+    assert model_check.with_best(picks, rows) == {("ldgsts", 6): [8], ("ldgsts", 4): [8]}
+    # a later row of the same (variant, stages, intensity) is the one the check uses
+    bench.rows.append(_row("ldgsts", 4, 8, 0.7))
+    _, again = model_check.check(bench, compute)
+    assert again[1].best_ms == 0.7

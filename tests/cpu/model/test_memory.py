@@ -195,3 +195,69 @@ def test_the_planner_asks_the_curve_for_the_bytes_in_flight(tmp_path, monkeypatc
     assert planner.plan(["tile:4096:f32"], threads=256, device=H200, max_stages=8, memory=None).memory is None
     with pytest.raises(ArgumentError, match="memory must be"):
         planner.plan(["tile:4096:f32"], threads=256, device=H200, memory="fast")
+
+
+def test_one_stage_under_a_curve_keeps_the_kernels_own_costs():
+    kw = dict(tile_bytes=16 * KiB, compute_ns=200.0, latency_ns=900.0, bandwidth_per_sm=32.0)
+    costs = KernelCosts(issue_ns=300.0, barrier_ns=50.0)
+    # the fixed latency is fitted to sync's one-stage loop: it holds the loop's issue and barrier already
+    fixed = simulate.simulate(1, 32, costs=costs, **kw).ns_per_tile
+    assert fixed == pytest.approx(simulate.simulate(1, 32, **kw).ns_per_tile)
+    # a curve fitted to bulk copies does not: one stage pays the barrier on every tile, and its issue (which
+    # the copy's latency covers, the copy leaving as its issue starts) whenever the issue outlasts the latency
+    curved = simulate.simulate(1, 32, costs=costs, memory=TRUE, **kw).ns_per_tile
+    bare = simulate.simulate(1, 32, memory=TRUE, **kw).ns_per_tile
+    assert curved == pytest.approx(bare + 50.0, rel=1e-3)
+    slow = KernelCosts(issue_ns=5000.0, barrier_ns=50.0)
+    assert simulate.simulate(1, 32, costs=slow, memory=TRUE, **kw).ns_per_tile > 5000.0 > 3 * bare
+
+
+def test_the_calibration_kernel_follows_the_gpu():
+    a100 = device.lookup("A100-80GB")
+    assert memory_calibration.main_kernel((9, 0))[0] == "tma_1d_pipeline"
+    assert memory_calibration.main_kernel((8, 0)) == memory_calibration.LDGSTS
+    regimes = memory_calibration.regimes(a100.smem_per_block_optin, a100.smem_per_sm, "sm_80")
+    assert regimes and all(r.mechanism == "ldgsts" and dict(r.options) == {"vec": 16, "cache": "cg"} for r in regimes)
+    points = [Point(r.name, 1.0, 1.0) for r in regimes]
+    fitted, held = memory.split(points, lambda p: memory_calibration.held_out(p, "ldgsts"))
+    assert fitted and held and {p.regime.split("tile=")[1].split()[0] for p in held} == {"2048", "8192"}
+
+
+def test_traced_runs_span_the_l2_several_times():
+    for r in memory_calibration.regimes(H200.smem_per_block_optin, H200.smem_per_sm, "sm_90a"):
+        n = memory_calibration.tiles_per_block(r, H200.sm_count, H200.l2_bytes)
+        moved = n * H200.sm_count * r.blocks_per_sm * r.tile * 4 * 2
+        assert n >= 64 and moved >= memory_calibration.L2_PASSES * H200.l2_bytes
+
+
+def test_the_calibration_fits_on_the_split_and_leaves_out_a_failing_regime(tmp_path, monkeypatch):
+    from asynccopy import trace
+    from asynccopy.errors import AsyncCopyError
+
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))
+    facts = replace_facts = H200
+    monkeypatch.setattr(device, "require", lambda cc, what: replace_facts)
+    monkeypatch.setattr(device, "current", lambda device_id=None: facts)
+    by_name = {r.name: r for r in memory_calibration.regimes(H200.smem_per_block_optin, H200.smem_per_sm, "sm_90a")}
+    broken = "tma_1d_pipeline tile=16384 threads=256 stages=2 blocks=1"
+
+    def fake_run(mech, stages, *, intensity, tile, threads, tiles_per_block, blocks_per_sm, check_all, **opts):
+        r = next(x for x in by_name.values() if (x.mechanism, x.stages, x.tile, x.blocks_per_sm) ==
+                 (mech, stages, tile, blocks_per_sm))
+        if r.name == broken:
+            raise AsyncCopyError("the traced kernel computed wrong results")
+        return None, _simulated_traces(r, TRUE)
+
+    monkeypatch.setattr(trace, "run", fake_run)
+    notes = []
+    fit, fresh = memory_calibration.calibration(progress=notes.append)
+    assert fresh and any("left out: the traced kernel computed wrong results" in n for n in notes)
+    names = {c.regime for c in fit.fitted} | {c.regime for c in fit.held_out}
+    assert broken not in names and len(names) == len(by_name) - 1
+    # fitted only on the main kernel's regimes of the fitted tiles; the rest is the held-out check
+    assert all(memory_calibration.held_out(Point(c.regime, 1.0, 1.0)) for c in fit.held_out)
+    assert not any(memory_calibration.held_out(Point(c.regime, 1.0, 1.0)) for c in fit.fitted)
+    assert fit.curve.latency_ns == pytest.approx(TRUE.latency_ns, rel=0.01) and fit.worst_held_out < 0.01
+    assert memory.cached(H200).curve == fit.curve  # kept for the next call
+    again, fresh = memory_calibration.calibration(progress=notes.append)
+    assert not fresh and again.curve == fit.curve
