@@ -32,6 +32,13 @@ def _kind(obj: object) -> str:
     return module if module in ("cupy", "torch", "jax", "jaxlib", "numpy") else "other"
 
 
+def check_writable(obj: object, name: str) -> None:
+    """ArgumentError for an ``out=`` array the kernels must not write into: a JAX array (immutable, and JAX
+    would not wait for our stream before reading it)."""
+    if _kind(obj) in ("jax", "jaxlib"):
+        raise ArgumentError(f"{name} is a JAX array, which is immutable: leave {name}= unset to get a new JAX array")
+
+
 def _host_array(obj: object) -> str | None:
     """What kind of host array ``obj`` is, if it is one we can tell without a GPU."""
     if isinstance(obj, np.ndarray):
@@ -188,7 +195,12 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     if kind == "torch":
         import torch
 
-        arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=src.obj.device)
+        device = src.obj.device
+        if int(stream.handle) == torch.cuda.current_stream(device).cuda_stream:
+            arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=device)
+        else:  # the caching allocator ties memory to the stream it was allocated on: the one we write it on
+            with torch.cuda.stream(torch.cuda.ExternalStream(int(stream.handle), device=device)):
+                arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=device)
         return Output(int(arr.data_ptr()), arr)
     from cuda.core import Device
     from cuda.core.utils import StridedMemoryView

@@ -197,8 +197,12 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     if not usable:
         raise ArgumentError("no attention kernel can take these inputs here: "
                             + "; ".join(f"{name} {why}" for name, why in reasons.items()))
-    rec = KERNELS[usable[0]]
     size = ITEMSIZE[p.dtype]
+    if kernel is None and stages is not None and isinstance(stages, int):
+        # the first that can run that many stages here (another may, where the first cannot)
+        deep = [n for n in usable if stages <= KERNELS[n].fit(p.head_dim, facts.smem_per_block_optin, size)]
+        usable = deep or usable
+    rec = KERNELS[usable[0]]
     fit = rec.fit(p.head_dim, facts.smem_per_block_optin, size)
     if stages is None:
         return AttentionConfig(rec.name, p.dtype, p.head_dim,
@@ -272,8 +276,12 @@ def _tensor_map(ptr: int, dtype: str, shape: tuple[int, ...], strides: tuple[int
     nbytes = size * (1 + sum((e - 1) * x for e, x in zip(shape, strides)))
     view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=shape, strides=strides,
                                          dtype=np.dtype(f"uint{8 * size}"))
-    return view.as_tensor_map(box_dim=(1, 1, rows, 64), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
-                              swizzle=TensorMapSwizzle.SWIZZLE_128B)
+    try:
+        return view.as_tensor_map(box_dim=(1, 1, rows, 64), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
+                                  swizzle=TensorMapSwizzle.SWIZZLE_128B)
+    except (ValueError, TypeError, RuntimeError) as exc:  # the encoder's own rules, beyond our validator's
+        raise ArgumentError(f"the TMA map of a {shape} tensor with element strides {strides} was refused: "
+                            f"{str(exc).splitlines()[0]} (kernel='mma' takes any 16-byte rows)") from None
 
 
 def _map(t: Tensor4, rows: int):
@@ -345,6 +353,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
         dst = _new(tq, shape, p.dtype, s)
         to = Tensor4("out", shape, _contiguous_strides(shape), p.dtype, dst.ptr, tq.device_id)
     else:
+        arrays.check_writable(out, "out")
         to = tensor4(out, "out", stream=s)
         check_out(to, p, tq.device_id)
         dst = arrays.Output(to.ptr, out)

@@ -72,7 +72,7 @@ KERNELS: dict[str, AttentionKernel] = {
                         "shared memory and TMA stores, setmaxnreg",
                         "attention_wgmma.cu", "attention_wgmma", (9, 0), DTYPES, (64, 128), (128, 128), 384,
                         ("UTMALDG", "HGMMA", "UTMASTG"), (3, 2), max_stages=8, arch_specific=True, operands="tma",
-                        q_smem=True),
+                        q_smem=True, smem_reserve=2048),
     )
 }
 

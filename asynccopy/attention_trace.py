@@ -6,8 +6,8 @@ there (its wait returned: S = Q K^T starts), when S was done, when the softmax w
 registers), when V was there, and when O += P V was done. Two %globaltimer / clock64 pairs per block
 convert ticks to nanoseconds on one time axis, as asynccopy.trace does for the tile-stream kernels.
 
-    blocks = attention_trace.run(batch=1, heads=16, q_len=4096, k_len=4096, head_dim=128)
-    attention_trace.timeline_png(blocks[0], "attention.png")     # measured, and the model's prediction
+    cfg, blocks = attention_trace.run(batch=1, heads=16, q_len=4096, k_len=4096, head_dim=128)
+    attention_trace.timeline_png(blocks[0], "attention.png", stages=cfg.stages, head_dim=128)  # + the model's
 """
 
 from __future__ import annotations

@@ -318,6 +318,7 @@ def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream) -> tuple[arrays.O
     if out is None:
         like = arrays.DeviceArray(a.obj, a.ptr, m * n, (m, n), np.dtype(_np_dtype(out_dtype)), a.device_id)
         return arrays.empty_like(like, stream=stream), n
+    arrays.check_writable(out, "out")
     c = matrix(out, "out", stream=stream)
     if (c.rows, c.cols) != (m, n):
         raise ArgumentError(f"out must be [{m} x {n}], got [{c.rows} x {c.cols}]")

@@ -104,3 +104,22 @@ def test_the_overlap_variant_keeps_two_groups_in_flight(d, stages):
     assert "BAR.ARV" in pp.sass() and "BAR.ARV" not in two
     with pytest.raises(Exception, match="build with OVERLAP too"):
         replace(base, defines=(("ASYNCCOPY_ATTN_PINGPONG", 1),)).compile("sm_90a")
+
+
+def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():
+    p = att.Problem(1, 4, 4, 1000, 1000, 64, "bfloat16")
+    assert att.configure(p, H200, stages=4).kernel == "mma"  # the first record, when it can
+    assert att.configure(p, H200, stages=6).kernel == "wgmma"  # mma stops at 4 stages
+    with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 6"):
+        att.configure(p, A100, stages=6)  # no wgmma there: mma's limit
+
+
+def test_an_immutable_out_is_refused():
+    from asynccopy import arrays
+
+    class JaxLike:  # what a jax.Array's type reports as its module
+        __module__ = "jaxlib.xla_extension"
+
+    with pytest.raises(ArgumentError, match=r"out is a JAX array, which is immutable: leave out= unset"):
+        arrays.check_writable(JaxLike(), "out")
+    arrays.check_writable(object(), "out")
