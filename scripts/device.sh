@@ -2,20 +2,25 @@
 # One call on any GPU machine: install (no package registry needed), `asynccopy info`, the GPU tests,
 # then optionally the bench. Logs go into the folder you name (default: $OUT if set, else ./device-logs).
 #
-#   bash scripts/device.sh [--logs DIR] [-k PYTEST_EXPR] [--no-tests] [-- BENCH ARGS...]
+#   bash scripts/device.sh [--logs DIR] [-k PYTEST_EXPR] [--no-tests] [--then "ARGS"]... [-- BENCH ARGS...]
 #   bash scripts/device.sh --logs /tmp/run1 -- stream --quick      # tests, then `asynccopy bench stream --quick`
+#   bash scripts/device.sh --no-tests --then "calibrate" --then "bench --plan --tile 2048 --threads 128"
 #
-# Writes DIR/gpu-tests.txt (the whole pytest log), DIR/bench.txt and DIR/bench.json (if a bench ran).
+# Writes DIR/gpu-tests.txt (the whole pytest log), DIR/bench.txt and DIR/bench.json (if a bench ran), and
+# DIR/then-N.txt for the N-th --then command (`asynccopy ARGS`, run in order after the tests, each logged
+# whatever the others did). Set ASYNCCOPY_CACHE_DIR inside the repo to keep compiles and calibrations.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 logs=${OUT:-./device-logs}
 select=()
 tests=1
+thens=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
     --logs) logs=$2; shift 2 ;;
     -k) select=(-k "$2"); shift 2 ;;
     --no-tests) tests=0; shift ;;
+    --then) thens+=("$2"); shift 2 ;;
     *) echo "device.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +37,14 @@ if [ $tests = 1 ]; then
   status=${PIPESTATUS[0]}
   echo "gpu tests: $(( $(date +%s) - t0 )) s, exit $status"
 fi
+n=0
+for cmd in "${thens[@]}"; do
+  n=$((n + 1))
+  t0=$(date +%s)
+  # shellcheck disable=SC2086  # the command's words are meant to split
+  python3 -m asynccopy $cmd 2>&1 | tee "$logs/then-$n.txt" | tail -40
+  echo "then $n (asynccopy $cmd): $(( $(date +%s) - t0 )) s, exit ${PIPESTATUS[0]}"
+done
 if [ $# -gt 0 ]; then
   python3 -m asynccopy bench "$@" --json "$logs/bench.json" 2>&1 | tee "$logs/bench.txt" | tail -60
 fi
