@@ -86,11 +86,9 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
     kernel's: the trace must not change the result beyond rounding); returns (its configuration, the block
     traces)."""
     import dataclasses
-    import importlib
 
+    from . import sdpa as att
     from .attention_kernels import KERNELS
-
-    att = importlib.import_module("asynccopy.attention")  # the module (asynccopy.attention is its function)
     k_len = q_len if k_len is None else k_len
     kv_heads = heads if kv_heads is None else kv_heads
     for value, name in ((batch, "batch"), (heads, "heads"), (kv_heads, "kv_heads"), (q_len, "q_len"),

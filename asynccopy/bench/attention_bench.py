@@ -29,8 +29,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from .. import device
-from ..attention import DTYPES, KERNELS, Problem, configure, why_not
 from ..errors import ArgumentError, check_int
+from ..sdpa import DTYPES, KERNELS, Problem, configure, why_not
 from .attention_cases import BACKENDS, TOLERANCE, Inputs, backend_case, backends, is_backend, kernel_case, load_torch
 from .harness import default_progress, sweep
 

@@ -13,8 +13,8 @@ import math
 import re
 import warnings
 
-from ..attention import attention
 from ..errors import ArgumentError, AsyncCopyError
+from ..sdpa import attention
 from .harness import Case, Skip
 
 BACKENDS = (("sdpa-flash", "FLASH_ATTENTION"), ("sdpa-cudnn", "CUDNN_ATTENTION"), ("sdpa-efficient", "EFFICIENT_ATTENTION"))

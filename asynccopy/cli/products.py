@@ -39,8 +39,8 @@ def add_gemm(suites) -> None:
 
 
 def add_attention(suites) -> None:
-    from ..attention import KERNELS
     from ..bench import attention_bench as ab
+    from ..sdpa import KERNELS
 
     p = suites.add_parser("attention", help="attention kernels against PyTorch's SDPA backends (PyTorch needed)")
     p.add_argument("--shapes", default=None, help=ab.SHAPES_HELP + f" (default: {len(ab.DEFAULT_SHAPES)} shapes, the "
@@ -108,8 +108,8 @@ GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def cmd_attention(args) -> int:
-    from ..attention import DTYPES
     from ..bench import attention_bench as ab
+    from ..sdpa import DTYPES
 
     if args.quick and args.shapes is not None:
         raise AsyncCopyError("--quick runs its own shapes: give --quick or --shapes, not both")

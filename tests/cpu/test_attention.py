@@ -3,7 +3,6 @@ and causal flag (stage counts 1..4 spread over the two archs) to the instruction
 LDGSTS, ldmatrix plain for Q and K and .trans for V, HMMA.16816 of the input type, MUFU.EX2) without a
 spill; the record's shared memory fits; and every bad input is named by the checks before anything runs."""
 
-import importlib
 import itertools
 import re
 
@@ -12,10 +11,9 @@ import pytest
 
 import asynccopy
 from asynccopy import build, device
-from asynccopy.attention import AttentionConfig, Tensor4
+from asynccopy import sdpa as att
 from asynccopy.errors import ArgumentError
-
-att = importlib.import_module("asynccopy.attention")  # the module: asynccopy.attention is its function
+from asynccopy.sdpa import AttentionConfig, Tensor4
 
 A100 = device.lookup("A100-40GB")
 H200 = device.lookup("H200")

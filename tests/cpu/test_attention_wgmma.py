@@ -3,17 +3,16 @@ compiles for sm_90a (and only there) to the instructions of its design (4-D TMA 
 from shared memory for Q K^T and from registers for P V, setmaxnreg) without local memory; its record's
 shared memory is what the kernel lays out; asynccopy.attention routes it through tensor maps."""
 
-import importlib
 import itertools
 import re
 
 import pytest
 
 from asynccopy import build, device
-from asynccopy.attention import AttentionConfig
+from asynccopy import sdpa as att
 from asynccopy.errors import ArgumentError
+from asynccopy.sdpa import AttentionConfig
 
-att = importlib.import_module("asynccopy.attention")
 H200 = device.lookup("H200")
 A100 = device.lookup("A100-40GB")
 REC = att.KERNELS["wgmma"]

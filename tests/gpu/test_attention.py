@@ -107,7 +107,7 @@ def test_attention_matches_float64(torch, rng, shape, layout, causal, dtype, ker
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_stage_count(torch, facts, rng, stages, d, causal, kernel):
-    from asynccopy.attention import KERNELS as RECORDS
+    from asynccopy.sdpa import KERNELS as RECORDS
 
     if stages > RECORDS[kernel].fit(d, facts.smem_per_block_optin):
         pytest.skip(f"{stages} stages of {kernel} at head dim {d} do not fit {facts.name}")
@@ -180,12 +180,11 @@ def test_empty_queries_launch_nothing(torch):
 def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, stages, pingpong):
     """attention_wgmma.cu built with ASYNCCOPY_ATTN_OVERLAP=1 (Q K^T of the next tile under P V of this one),
     and with the two warpgroups' ping-pong on top."""
-    import importlib
     from dataclasses import replace
 
     from cuda.core import Stream
 
-    att = importlib.import_module("asynccopy.attention")
+    from asynccopy import sdpa as att
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, shape, "bfloat16", "bhsd", seed)
     scale = 1.0 / math.sqrt(shape[-1])

@@ -119,7 +119,7 @@ def test_gemm(cupy, facts, kernel, ldc, k):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_attention(cupy, facts, kernel, causal, d):
-    from asynccopy.attention import KERNELS, attention
+    from asynccopy.sdpa import KERNELS, attention
 
     require_cc(facts, KERNELS[kernel].min_cc)
     rng = np.random.default_rng(d + causal)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from asynccopy import cli, device
-from asynccopy.attention import KERNELS, Problem, configure
 from asynccopy.bench import attention_bench as ab
 from asynccopy.bench import report
 from asynccopy.bench.attention_bench import AttentionBench, AttentionRow
 from asynccopy.errors import ArgumentError, DeviceError
+from asynccopy.sdpa import KERNELS, Problem, configure
 
 H200 = device.lookup("H200")
 

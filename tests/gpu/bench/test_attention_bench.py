@@ -9,9 +9,9 @@ import math
 import pytest
 
 from asynccopy import cli
-from asynccopy.attention import Problem
 from asynccopy.bench import attention_bench as ab
 from asynccopy.bench.attention_cases import is_backend
+from asynccopy.sdpa import Problem
 
 pytestmark = pytest.mark.cc(8, 0)
 

@@ -3,7 +3,7 @@
 
     out = asynccopy.attention(q, k, v)                       # q [b, hq, lq, d], k, v [b, hkv, lk, d]
     out, lse = asynccopy.attention(q, k, v, causal=True, return_lse=True)
-    out = asynccopy.attention(q.transpose(1, 2), ...)        # (batch, seq, heads, head_dim) memory, no copy
+    out = asynccopy.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # (b, s, h, d) memory
 
 Semantics (PyTorch's documented reference implementation of SDPA): scale 1 / sqrt(head_dim) unless given;
 ``causal`` is ``is_causal``: the mask ``tril(ones(lq, lk))``, aligned to the top left, so query i sees
