@@ -77,6 +77,14 @@ KERNELS: dict[str, AttentionKernel] = {
 }
 
 
+# Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
+# the -D macros (the kernel file's header says what each does).
+VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
+    "wgmma": {"overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1),),
+              "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1))},
+}
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     kernel: str
@@ -111,26 +119,34 @@ class AttentionConfig:
 # The stage count the pipeline model gives
 
 
-def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_ns: float, memory="cached"):
-    """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of K and V (BN keys x head_dim
-    each) per key tile, ``tile_ns`` of compute each (both products and the softmax of a block's queries),
-    one block per SM. As for GEMM (asynccopy.gemm_kernels.plan_stages): the K/V tiles of one (batch, head)
-    are read by every query tile of it, mostly from L2, so the loads get the unloaded latency (a calibrated
-    curve's, else the device table's) and bandwidth to spare; a TMA kernel's producer issues a stage once
-    its release reaches it."""
-    from dataclasses import replace
+TMA_LOAD_NS = 25.0  # a producer thread's issue of one TMA box (gemm_kernels.TMA_ISSUE_NS: two of them, 50 ns)
 
-    from .gemm_kernels import HANDOFF_NS, L2_HEADROOM, TMA_ISSUE_NS
+
+def model_inputs(rec: AttentionKernel, head_dim: int, facts, memory="cached"):
+    """What the pipeline model is given for ``rec``'s K/V pipeline (the planner's plan_stages and the traced
+    timeline's prediction alike): the device with the unloaded latency (the K/V tiles of one (batch, head)
+    are read by each of its query tiles, mostly from L2), the kernel's own costs (a TMA producer issues a
+    stage's 2 x head_dim / 64 boxes once the stage's release reaches it), and the bandwidth (to spare)."""
+    from .gemm_kernels import HANDOFF_NS, L2_HEADROOM
     from .model import planner
     from .model.simulate import NO_COSTS, KernelCosts
 
+    dev = planner.unloaded_device(facts, memory)
+    loads = 2 * -(-head_dim // 64)
+    costs = KernelCosts(loads * TMA_LOAD_NS, 0.0, True, HANDOFF_NS) if rec.operands == "tma" else NO_COSTS
+    return dev, costs, facts.bandwidth * L2_HEADROOM
+
+
+def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_ns: float, memory="cached"):
+    """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of K and V (BN keys x head_dim
+    each) per key tile, ``tile_ns`` of compute each (both products and the softmax of a block's queries),
+    one block per SM, with :func:`model_inputs`."""
+    from .model import planner
+
     size = ITEMSIZE[dtype]
     ops = [planner.Operand("K", (rec.tile[1], head_dim), dtype), planner.Operand("V", (rec.tile[1], head_dim), dtype)]
-    curve = planner._memory(memory, facts)
-    dev = facts if curve is None else replace(facts, latency_ns=curve.latency_ns,
-                                              latency_source=f"memory curve's unloaded latency ({curve.source})")
-    costs = KernelCosts(2 * TMA_ISSUE_NS, 0.0, True, HANDOFF_NS) if rec.operands == "tma" else NO_COSTS
+    dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
     fit = rec.fit(head_dim, facts.smem_per_block_optin, size)
     return planner.plan(ops, threads=rec.threads, device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                         max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
-                        costs=costs, memory=None, bandwidth=facts.bandwidth * L2_HEADROOM)
+                        costs=costs, memory=None, bandwidth=bandwidth)

@@ -22,7 +22,7 @@ from .errors import ArgumentError, AsyncCopyError, check_int
 from .model import simulate
 from .trace import clocked_blocks
 
-# the kernel's layout (attention_wgmma.cu, namespace attention_trace): per block a header of 4 words, then
+# the kernel's layout (attention_wgmma.cu: TRACE_TILES, PRODUCER_EVENTS, CONSUMER_EVENTS): per block a header of 4 words, then
 # per tile PRODUCER_EVENTS + CONSUMERS x CONSUMER_EVENTS words
 MAX_TILES = 64
 HEADER = 4
@@ -137,16 +137,19 @@ def summary(block: AttentionBlockTrace) -> dict[str, float]:
     }
 
 
-def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None) -> simulate.Simulation:
-    """The pipeline model's prediction for the block: a producer warp refilling a stage of K and V (BN = 128
-    keys each) as each tile is released, the compute per tile the measured median span of a tile (both
-    consumers work on the same tiles side by side), the device's latency and bandwidth."""
+def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None, memory="cached") -> simulate.Simulation:
+    """The pipeline model's prediction for the block, with what the planner is given
+    (attention_kernels.model_inputs): a producer refilling a stage of K and V as each tile is released, the
+    compute per tile the measured median span of a tile (both consumers work on the same tiles side by
+    side)."""
+    from .attention_kernels import KERNELS, model_inputs
+
     facts = facts or device.current()
-    compute = summary(block)["tile_ns"]
-    tile_bytes = 2 * 128 * head_dim * 2
-    return simulate.simulate(stages, max(1, block.tiles()), tile_bytes=tile_bytes, compute_ns=compute,
-                             latency_ns=facts.latency_ns, bandwidth_per_sm=facts.bandwidth / facts.sm_count / 1e9,
-                             out_bytes=0.0, costs=simulate.KernelCosts(producer=True))
+    rec = KERNELS["wgmma"]
+    dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
+    return simulate.simulate(stages, max(1, block.tiles()), tile_bytes=rec.stage_bytes(head_dim),
+                             compute_ns=summary(block)["tile_ns"], latency_ns=dev.latency_ns,
+                             bandwidth_per_sm=bandwidth / facts.sm_count / 1e9, out_bytes=0.0, costs=costs)
 
 
 def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim: int, facts=None,

@@ -5,7 +5,7 @@ itself. asynccopy.matmul chooses and launches them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from . import build
 from .matrix import ITEMSIZE
@@ -196,9 +196,7 @@ def plan_stages(rec: GemmKernel, tile: tuple[int, int], dtype: str, facts, *, k_
 
     size = itemsize(dtype)
     ops = [planner.Operand("A", (tile[0], rec.bk), dtype), planner.Operand("B", (rec.bk, tile[1]), dtype)]
-    curve = planner._memory(memory, facts)
-    dev = facts if curve is None else replace(facts, latency_ns=curve.latency_ns,
-                                              latency_source=f"memory curve's unloaded latency ({curve.source})")
+    dev = planner.unloaded_device(facts, memory)
     costs = KernelCosts(TMA_ISSUE_NS, 0.0, True, HANDOFF_NS) if rec.operands == "tma" else NO_COSTS
     fit = min(rec.max_stages(tile, facts.smem_per_block_optin, size), rec.max_stages_default)
     slack = 1024 if rec.operands == "tma" else 0

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .. import device
+from ..attention_kernels import VARIANTS
 from ..errors import ArgumentError, check_int
 from ..sdpa import DTYPES, KERNELS, Problem, configure, why_not
 from .attention_cases import BACKENDS, TOLERANCE, Inputs, backend_case, backends, is_backend, kernel_case, load_torch
@@ -119,7 +120,7 @@ def shape_label(shape: Shape) -> str:
     return f"{b}:{h}:{lq}:{d}" if h == hkv and lq == lk else ":".join(map(str, shape))
 
 
-def _key(r: AttentionRow) -> tuple:
+def problem_key(r: AttentionRow) -> tuple:
     return (r.batch, r.heads, r.kv_heads, r.q_len, r.k_len, r.head_dim, r.causal)
 
 
@@ -177,10 +178,31 @@ def check_stages(stages) -> None:
         check_int(st, "each of --stages", 1, top)
 
 
-def configs_for(p: Problem, causal: bool, kernels, stages, facts) -> tuple[list, list[str]]:
-    """The (kernel, AttentionConfig) pairs to run on this problem here (each stage count of the sweep, or the
-    kernel's default), and a (what, why) note for each kernel or stage count that cannot run."""
+def variants_for(names) -> tuple[str, ...]:
+    """The compile-time variants asked for (attention_kernels.VARIANTS), each known to some kernel."""
+    known = sorted({v for by in VARIANTS.values() for v in by})
+    for name in names or ():
+        if name not in known:
+            raise ArgumentError(f"unknown variant {name!r}; known: {', '.join(known)}")
+    return tuple(dict.fromkeys(names or ()))
+
+
+def configs_for(p: Problem, causal: bool, kernels, stages, facts, variants=()) -> tuple[list, list[str]]:
+    """The (label, AttentionConfig) pairs to run on this problem here (each stage count of the sweep, or the
+    kernel's default; with ``variants``, each kernel's compile-time variants of those names too, labelled
+    KERNEL+VARIANT), and a (what, why) note for each kernel or stage count that cannot run."""
     out, notes = [], []
+    for name, cfg in _default_configs(p, causal, kernels, stages, facts, notes):
+        out.append((name, cfg))
+        for v in variants:
+            defines = VARIANTS.get(name, {}).get(v)
+            if defines is not None and (cfg.stages >= 2 or v not in ("overlap", "pingpong")):
+                out.append((f"{name}+{v}", replace(cfg, defines=defines)))
+    return out, notes
+
+
+def _default_configs(p: Problem, causal: bool, kernels, stages, facts, notes) -> list:
+    out = []
     for name in kernels_for(kernels):
         why = why_not(KERNELS[name], p, facts)
         if why is not None:
@@ -196,7 +218,7 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts) -> tuple[list,
             if cfg.stages not in seen:
                 seen.add(cfg.stages)
                 out.append((name, cfg))
-    return out, notes
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +226,7 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts) -> tuple[list,
 
 
 def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16", layout: str = "bhsd", kernels=None,
-        stages=None, reps: int = 20, warmup: int = 5, progress=default_progress) -> AttentionBench:
+        stages=None, reps: int = 20, warmup: int = 5, variants=(), progress=default_progress) -> AttentionBench:
     """Check and time every implementation on every (shape, causal) problem; ``stages``: the K/V pipeline
     depths to sweep for each asynccopy kernel (None: each kernel's default for the head dim)."""
     if dtype not in DTYPES:
@@ -212,6 +234,7 @@ def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16",
     if layout not in LAYOUTS:
         raise ArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     kernels = kernels_for(kernels)
+    variants = variants_for(variants)
     check_stages(stages)
     shapes = [check_shape(s) for s in shapes]
     facts = device.require((8, 0), "bench attention")
@@ -226,17 +249,18 @@ def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16",
     with torch.cuda.device(facts.device_id), torch.cuda.stream(torch.cuda.ExternalStream(int(s.handle))):
         for n, (shape, c) in enumerate(problems, 1):
             rows += _problem(torch, shape, c, dtype, layout, kernels, stages, impls, s, facts, notes,
-                             reps=reps, warmup=warmup, progress=progress, head=f"problem {n}/{len(problems)}")
+                             reps=reps, warmup=warmup, progress=progress, head=f"problem {n}/{len(problems)}",
+                             variants=variants)
     _relative_to_best(rows)
     return AttentionBench(facts.as_dict(), dtype, layout, rows, notes)
 
 
 def _problem(torch, shape, causal, dtype, layout, kernels, stages, sdpa, stream, facts, notes, *, reps, warmup,
-             progress, head) -> list[AttentionRow]:
+             progress, head, variants=()) -> list[AttentionRow]:
     label = shape_label(shape) + (" causal" if causal else "")
     ins = Inputs(torch, shape, causal, dtype, layout, facts.l2_bytes)
     progress(f"{head}: {label}, {dtype} {layout}, {ins.sets} rotating input set(s)")
-    configs, why = configs_for(Problem(*shape, dtype), causal, kernels, stages, facts)
+    configs, why = configs_for(Problem(*shape, dtype), causal, kernels, stages, facts, variants)
 
     def note(what, why):
         notes.append({"problem": label, "what": what, "why": why})
@@ -259,9 +283,9 @@ def _relative_to_best(rows: list[AttentionRow]) -> None:
     best: dict[tuple, float] = {}
     for r in rows:
         if is_backend(r.impl):
-            best[_key(r)] = min(best.get(_key(r), math.inf), r.ms)
+            best[problem_key(r)] = min(best.get(problem_key(r), math.inf), r.ms)
     for r in rows:
-        r.pct_best = 100 * best[_key(r)] / r.ms if _key(r) in best else None
+        r.pct_best = 100 * best[problem_key(r)] / r.ms if problem_key(r) in best else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,7 +295,7 @@ def _relative_to_best(rows: list[AttentionRow]) -> None:
 def _best_of_each(rows: list[AttentionRow]) -> dict[tuple, dict[str, AttentionRow]]:
     out: dict[tuple, dict[str, AttentionRow]] = {}
     for r in rows:
-        at = out.setdefault(_key(r), {})
+        at = out.setdefault(problem_key(r), {})
         if r.impl not in at or r.ms < at[r.impl].ms:
             at[r.impl] = r
     return out
@@ -324,7 +348,7 @@ def plot(result: AttentionBench, path: str) -> str:
     nrows = max(1, -(-len(problems) // cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), dpi=110, squeeze=False)
     for ax, key in zip(axes.flat, problems):
-        at = [r for r in result.rows if _key(r) == key]
+        at = [r for r in result.rows if problem_key(r) == key]
         for impl in dict.fromkeys(r.impl for r in at):
             mine = [r for r in at if r.impl == impl]
             if is_backend(impl):
@@ -344,55 +368,3 @@ def plot(result: AttentionBench, path: str) -> str:
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-# ---------------------------------------------------------------------------------------------
-# The planner's stage counts against the sweep
-
-
-@dataclass
-class PlanRow:
-    problem: str
-    kernel: str
-    tile_ns: float  # the compute per key tile the model is given: the fastest measured stage count's pace
-    planned: int
-    best_stages: int
-    ratio: float | None  # measured at the planned stage count / best (None: not swept)
-
-
-def key_tiles(rec, q_len: int, k_len: int, causal: bool) -> int:
-    """The key tiles one (batch, head) walks over all its query tiles (causal: none past a tile's last query)."""
-    bm, bn = rec.tile
-    total = 0
-    for q0 in range(0, q_len, bm):
-        n = -(-k_len // bn)
-        total += min(n, (min(q0 + bm, q_len) - 1) // bn + 1) if causal else n
-    return total
-
-
-def plan_check(result: AttentionBench, memory="cached") -> list[PlanRow]:
-    """For every (problem, kernel) swept over two or more stage counts: the pipeline model's stage count
-    (asynccopy.attention_kernels.plan_stages, given the compute per key tile at the fastest measured stage
-    count's pace, one block per SM) against the best measured one."""
-    from ..attention_kernels import plan_stages
-    from ..device import DeviceFacts
-
-    facts = DeviceFacts.from_dict(result.device)
-    groups: dict[tuple, dict[int, AttentionRow]] = {}
-    for r in result.rows:
-        if r.impl in KERNELS and r.stages is not None:
-            groups.setdefault((_key(r), r.impl), {})[r.stages] = r
-    out = []
-    for (key, name), by in groups.items():
-        if len(by) < 2:
-            continue
-        rec = KERNELS[name]
-        b, h, _, lq, lk, d, causal = key
-        best = min(by, key=lambda s: by[s].ms)
-        per_sm = b * h * key_tiles(rec, lq, lk, causal) / facts.sm_count
-        tile_ns = by[best].ms * 1e6 / max(per_sm, 1.0)
-        p = plan_stages(rec, d, result.dtype, facts, tile_ns=tile_ns, memory=memory)
-        at = by.get(p.recommended)
-        out.append(PlanRow(problem_label(key), name, tile_ns, p.recommended, best,
-                           at.ms / by[best].ms if at else None))
-    return out

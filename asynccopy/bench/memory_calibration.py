@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import device, mechanism, stream, trace
-from ..errors import ArgumentError, AsyncCopyError
+from ..errors import AsyncCopyError
 from ..model import memory
 from .harness import default_progress
 
@@ -71,8 +71,6 @@ def held_out(point: memory.Point, main: str = MAIN) -> bool:
 
 def regimes(smem_limit: int, smem_per_sm: int, arch: str | None = None) -> list[Regime]:
     """Every calibration regime that fits ``smem_limit`` per block and ``smem_per_sm`` for its blocks."""
-    from .. import device
-
     out = []
     name, opts = main_kernel(device.cc_of_arch(arch) if arch else mechanism.get(MAIN).min_cc)
     cands = [Regime(name, t, s, b, options=opts) for t in TILES for s in STAGES for b in BLOCKS]
@@ -82,7 +80,7 @@ def regimes(smem_limit: int, smem_per_sm: int, arch: str | None = None) -> list[
         try:
             cfg = r.config()
             cfg.check_fits(smem_limit, "this device")
-        except (ArgumentError, AsyncCopyError):
+        except AsyncCopyError:  # ArgumentError among them: the regime does not fit or compile here
             continue
         if arch is not None and not cfg.compiles_for(arch):
             continue
@@ -101,7 +99,8 @@ def tiles_per_block(r: Regime, sm_count: int, l2_bytes: int) -> int:
 
 def run(*, progress=default_progress) -> memory.Fit:
     """Trace every regime on the local GPU, fit the curve on the fitted regimes, check it on the held-out
-    ones (GPU). A regime that fails is left out with a note (the fit needs 3 on each side)."""
+    ones (GPU). A regime that fails is left out with a note (the fit needs at least 3 fitted regimes and one held
+    out)."""
     facts = device.require(mechanism.get(LDGSTS[0]).min_cc, "asynccopy calibrate")
     main, _ = main_kernel(facts.cc)
     todo = regimes(facts.smem_per_block_optin, facts.smem_per_sm, facts.arch)
@@ -114,7 +113,7 @@ def run(*, progress=default_progress) -> memory.Fit:
                                   blocks_per_sm=r.blocks_per_sm, check_all=False, **dict(r.options))
             points.append(memory.point_from_traces(r.name, blocks, tile_bytes=r.tile * FLOAT,
                                                    blocks_per_sm=r.blocks_per_sm))
-        except (ArgumentError, AsyncCopyError) as exc:
+        except AsyncCopyError as exc:  # ArgumentError among them
             progress(f"  left out: {str(exc).splitlines()[0]}")
     return memory.fit(points, lambda p: held_out(p, main),
                       source=f"calibrated on {facts.name}, {len(points)} traced regimes",

@@ -7,6 +7,9 @@ from ..bench import report
 from ..errors import AsyncCopyError, check_int
 from . import common
 
+GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)
+ATTENTION_PLAN_STAGES = (1, 2, 3, 4, 5, 6)  # what the kernels fit: wgmma 6 at head dim 64, 3 at 128; mma 4
+
 
 def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
     out = []
@@ -43,8 +46,8 @@ def add_attention(suites) -> None:
     from ..sdpa import KERNELS
 
     p = suites.add_parser("attention", help="attention kernels against PyTorch's SDPA backends (PyTorch needed)")
-    p.add_argument("--shapes", default=None, help=ab.SHAPES_HELP + f" (default: {len(ab.DEFAULT_SHAPES)} shapes, the "
-                   "issue's: 4:16:S:D for S 1024-16384 and D 64, 128; 4:32:8:8192:8192:128; 4:16:8191:128; 4:16:3000:64)")
+    p.add_argument("--shapes", default=None, help=ab.SHAPES_HELP + " (default: "
+                   + ", ".join(ab.shape_label(x) for x in ab.DEFAULT_SHAPES) + ")")
     p.add_argument("--quick", action="store_true", help=f"{len(ab.QUICK_SHAPES)} shapes at sequence 4096 and 3000, and "
                    "10 reps")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both", help="run each shape causal, not, or both")
@@ -60,7 +63,11 @@ def add_attention(suites) -> None:
     p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape, causal or not")
     common.add_output_flags(p)
     p.add_argument("--plan", action="store_true",
-                   help="check the pipeline model's K/V stage count against the stage sweep (default sweep: 1-4)")
+                   help="check the pipeline model's K/V stage count against the stage sweep (default sweep: "
+                        f"{','.join(map(str, ATTENTION_PLAN_STAGES))})")
+    p.add_argument("--variants", type=common.names, default=None,
+                   help="also time these compile-time variants of each kernel that has them, beside its default build "
+                        "(wgmma: overlap, pingpong; 2+ stages)")
     p.set_defaults(fn=cmd_attention)
 
 
@@ -104,9 +111,6 @@ def cmd_gemm(args) -> int:
     return 0
 
 
-GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)
-
-
 def cmd_attention(args) -> int:
     from ..bench import attention_bench as ab
     from ..sdpa import DTYPES
@@ -120,10 +124,11 @@ def cmd_attention(args) -> int:
     if args.dtype not in DTYPES:
         raise AsyncCopyError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
     ab.kernels_for(args.kernels)
+    ab.variants_for(args.variants)
     ab.check_stages(args.stages)
     stages = args.stages
     if args.plan:
-        stages = stages or (1, 2, 3, 4)
+        stages = stages or ATTENTION_PLAN_STAGES
         if len(set(stages)) < 2:
             raise AsyncCopyError("--plan checks the model's stage count against a sweep: give --stages two or more")
     if args.png:
@@ -131,9 +136,11 @@ def cmd_attention(args) -> int:
     common.check_outputs(args)
     result = ab.run(shapes, causal={"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
                     dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=stages, reps=reps,
-                    warmup=args.warmup)
+                    warmup=args.warmup, variants=args.variants or ())
     print(report.table(result.rows, ab.COLUMNS))
-    plans = ab.plan_check(result) if args.plan else None
+    from ..bench import attention_plan
+
+    plans = attention_plan.plan_check(result) if args.plan else None
     _finish(args, result, ab.summary(result), ab.plot, plans,
             "the pipeline model's K/V stage count (compute per key tile at the fastest measured pace) against the sweep:",
             [("problem", "problem", ""), ("kernel", "kernel", ""), ("tile_ns", "ns/tile", ".0f")])

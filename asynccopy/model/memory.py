@@ -302,8 +302,8 @@ def point_from_traces(regime: str, blocks, *, tile_bytes: int, blocks_per_sm: in
             lat.append(t.ready - t.issued)
             flight.append(outstanding * tile_bytes * blocks_per_sm)
     if len(lat) < 8:
-        raise ArgumentError(f"{regime}: only {len(lat)} traced copies were waited for; trace more tiles per "
-                            f"block or a lower intensity")
+        raise ArgumentError(f"{regime}: only {len(lat)} traced copies were waited for (the others were there before "
+                            f"their consumer asked): this regime cannot time the memory; trace more tiles per block")
     return Point(regime, float(statistics.median(flight)), float(statistics.median(lat)), len(lat))
 
 

@@ -239,6 +239,17 @@ def _memory(memory, dev: DeviceFacts) -> MemoryCurve | None:
     raise ArgumentError(f"memory must be a MemoryCurve, None (the fixed latency) or {CACHED!r}, got {memory!r}")
 
 
+def unloaded_device(facts: DeviceFacts, memory=CACHED) -> DeviceFacts:
+    """``facts`` with the memory curve's unloaded latency where ``memory`` resolves to a curve (a MemoryCurve,
+    or "cached" and one is saved for the device), else as they are: for loads served mostly from L2 (GEMM
+    and attention operands), where the DRAM curve's queueing does not apply but its latency floor does."""
+    curve = _memory(memory, facts)
+    if curve is None:
+        return facts
+    return replace(facts, latency_ns=curve.latency_ns,
+                   latency_source=f"memory curve's unloaded latency ({curve.source})")
+
+
 def _device(device) -> DeviceFacts:
     if isinstance(device, DeviceFacts):
         return device

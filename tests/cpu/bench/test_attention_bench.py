@@ -283,19 +283,35 @@ def test_without_a_gpu_the_command_fails_in_one_line(no_gpu, capsys):
 def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
     from asynccopy import device
     from asynccopy.attention_kernels import plan_stages
+    from asynccopy.bench import attention_plan
 
     facts = device.lookup("H200")
     rec = ab.KERNELS["wgmma"]
     # causal, 1000 queries x 1000 keys in tiles of 128 x 128: query tiles 0..7 see 1, 2, .., 8 key tiles
-    assert ab.key_tiles(rec, 1000, 1000, True) == sum(range(1, 9))
-    assert ab.key_tiles(rec, 1000, 1000, False) == 8 * 8 and ab.key_tiles(ab.KERNELS["mma"], 1000, 1000, False) == 8 * 16
+    assert attention_plan.key_tiles(rec, 1000, 1000, True) == sum(range(1, 9))
+    assert attention_plan.key_tiles(rec, 1000, 1000, False) == 8 * 8
+    assert attention_plan.key_tiles(ab.KERNELS["mma"], 1000, 1000, False) == 8 * 16
     base = dict(batch=4, heads=16, kv_heads=16, q_len=8192, k_len=8192, head_dim=128, causal=False, impl="wgmma")
     rows = [ab.AttentionRow(**base, stages=s, ms=ms, tflops=1.0) for s, ms in ((1, 2.0), (2, 1.2), (3, 1.21))]
     rows.append(ab.AttentionRow(**{**base, "impl": "sdpa-cudnn"}, stages=None, ms=1.1, tflops=1.0))
-    plans = ab.plan_check(ab.AttentionBench(facts.as_dict(), "bfloat16", "bhsd", rows), memory=None)
+    plans = attention_plan.plan_check(ab.AttentionBench(facts.as_dict(), "bfloat16", "bhsd", rows), memory=None)
     assert len(plans) == 1
     p = plans[0]
     per_sm = 4 * 16 * 64 * 64 / 132
     assert p.tile_ns == pytest.approx(1.2e6 / per_sm) and p.best_stages == 2
     want = plan_stages(rec, 128, "bfloat16", facts, tile_ns=p.tile_ns, memory=None).recommended
     assert p.planned == want and p.ratio == pytest.approx({1: 2.0 / 1.2, 2: 1.0, 3: 1.21 / 1.2}[want])
+
+
+def test_variants_run_beside_their_kernels_default_build():
+    facts = device.lookup("H200")
+    p = Problem(1, 4, 4, 1000, 1000, 64, "bfloat16")
+    configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("overlap", "pingpong"))
+    labels = [(label, cfg.stages, cfg.defines) for label, cfg in configs]
+    assert ("wgmma", 1, ()) in labels and ("wgmma", 2, ()) in labels
+    assert ("wgmma+overlap", 2, (("ASYNCCOPY_ATTN_OVERLAP", 1),)) in labels
+    assert any(lab == "wgmma+pingpong" and st == 2 for lab, st, _ in labels)
+    assert not any(lab.startswith("wgmma+") and st == 1 for lab, st, _ in labels)  # the overlap needs 2 stages
+    assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # mma has no variants
+    with pytest.raises(ArgumentError, match=r"unknown variant 'fast'; known: overlap, pingpong"):
+        ab.variants_for(["fast"])
