@@ -59,8 +59,9 @@ class AttentionKernel:
 KERNELS: dict[str, AttentionKernel] = {
     k.name: k
     for k in (
-        # kernel=None takes the first record that can take the inputs: mma until wgmma has been measured on
-        # the H200 (both are new; wgmma goes first once it is checked and faster there)
+        # kernel=None takes the first record that can take the inputs: mma, whose instructions (LDGSTS,
+        # ldmatrix, mma.sync) the GEMM kernels run on the H200 already; wgmma goes first once it is checked
+        # and measured faster there
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
