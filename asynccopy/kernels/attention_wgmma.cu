@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         const int col = 8 * (i >> 2) + 2 * (lane % 4);
         const int p = col / PANEL, byte = 2 * (col % PANEL);
         unsigned char* panel = reinterpret_cast<unsigned char*>(q_s + p * BM * PANEL + w * 64 * PANEL);
-        unsigned char* at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+        unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
         *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
     }
     ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them

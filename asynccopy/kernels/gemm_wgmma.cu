@@ -24,11 +24,13 @@
 //      A_MN = 1: [BM / 64][BK][64] (panels of 64 m, one per consumer)
 //   B: B_MN = 0: [BN][BK]
 //      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
-// Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128); A_MN = 1: dims (m, k),
+// Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128) (64, 64 in clusters of two:
+// each block loads half); A_MN = 1: dims (m, k),
 // box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); C (ALIGN 16):
 // dims (n, m), box (128 bytes, 64); all 128B swizzle.
 // Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
 // Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
+#include <asynccopy/cluster.cuh>
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
@@ -36,7 +38,6 @@
 #include <asynccopy/wgmma.cuh>
 
 #include <cooperative_groups.h>
-#include <cuda/ptx>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -119,7 +120,7 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
             const int i = chunk * PER + j;
             const int row = rr + 8 * ((j >> 1) & 1);
             const int byte = (8 * (j >> 2) + 2 * (lane % 4)) * int(sizeof(OutT));  // within the 128-byte row
-            unsigned char* p = buf + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+            unsigned char* p = buf + row * 128 + ac::swizzle_128b(row, byte);
             ac::store_pair(reinterpret_cast<OutT*>(p), acc[i], acc[i + 1]);
         }
         ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
@@ -155,8 +156,7 @@ __device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s)
     ac::mbarrier_arrive(&empty[s]);
     if constexpr (CLUSTER > 1) {
         cg::cluster_group cluster = cg::this_cluster();
-        auto* peer = reinterpret_cast<cuda::std::uint64_t*>(cluster.map_shared_rank(&empty[s], cluster.block_rank() ^ 1));
-        cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cluster, cuda::ptx::space_cluster, peer);
+        ac::mbarrier_arrive_remote(cluster.map_shared_rank(&empty[s], cluster.block_rank() ^ 1));
     }
 }
 

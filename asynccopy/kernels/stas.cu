@@ -27,6 +27,7 @@
 // as long as base grows by `rounds` per launch. It is launched as a cluster too, so that the spinning
 // blocks are co-resident.
 // Constraints: MSG % 16 == 0; SLOTS * MSG bytes of dynamic shared memory (stas_ring); CC 9.0.
+#include <asynccopy/cluster.cuh>
 #include <asynccopy/debug.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
@@ -146,8 +147,7 @@ __device__ __forceinline__ void ring_body(unsigned msg_bytes, unsigned rounds, u
                                       r + 1 == rounds);
         __syncthreads();  // every thread has read slot s
         if (threadIdx.x == 0)
-            cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cluster, cuda::ptx::space_cluster,
-                                       reinterpret_cast<cuda::std::uint64_t*>(prev_ready + s));
+            ac::mbarrier_arrive_remote(prev_ready + s);
     }
     add_errors(bad, errors);
     cluster.sync();

@@ -134,6 +134,14 @@ __device__ __forceinline__ void tensor_load(void* smem_dst, const TensorMap* map
                      : "memory");
 }
 
+// Where byte `byte` (0..127) of row `row` lies within that row, in a 1024-byte-aligned tile of 128-byte rows
+// that a 128B-swizzled tensor map loads or stores (the row itself starts at row * 128): its 16-byte chunk
+// index XORed with the row's index mod 8 (eight rows' same chunk then fall in eight different bank groups).
+__device__ __forceinline__ int swizzle_128b(int row, int byte)
+{
+    return (((byte >> 4) ^ (row & 7)) << 4) | (byte & 15);
+}
+
 // cp.async.bulk.tensor.2d global → shared::cluster .multicast::cluster: the box at `c` lands at the same
 // shared-memory offset (smem_dst's) in every block of the cluster whose rank is set in cta_mask, and
 // completes its bytes on the mbarrier at bar's offset in each of them.
