@@ -188,9 +188,14 @@ def _checks(curve: MemoryCurve, points: list[Point]) -> list[Check]:
     return [Check(p.regime, p.in_flight, p.latency_ns, curve.latency_at(p.in_flight)) for p in points]
 
 
+def _knee(q: float) -> float:
+    """The fit's unbounded knee parameter mapped into (1, MAX_KNEE)."""
+    return 1.0 + (MAX_KNEE - 1.0) / (1.0 + math.exp(-q))
+
+
 def _loss(theta: np.ndarray, f: np.ndarray, lat: np.ndarray) -> float:
     log_l0, log_r, q = theta
-    p = 1.0 + (MAX_KNEE - 1.0) / (1.0 + math.exp(-q))  # (1, MAX_KNEE)
+    p = _knee(q)
     # in logs: p * log latency = logaddexp(p log L0, p log(f / R))
     pred = np.logaddexp(p * log_l0, p * (np.log(f) - log_r)) / p
     return float(np.mean((pred - np.log(lat)) ** 2))
@@ -247,7 +252,7 @@ def fit_curve(points: list[Point], *, source: str = "") -> MemoryCurve:
         if best is None or _loss(x, f, lat) < _loss(best, f, lat):
             best = x
     log_l0, log_r, q = best
-    p = 1.0 + (MAX_KNEE - 1.0) / (1.0 + math.exp(-q))
+    p = _knee(q)
     return MemoryCurve(math.exp(log_l0), math.exp(log_r), min(MAX_KNEE, max(1.0, p)), source)
 
 
