@@ -15,7 +15,7 @@ import warnings
 
 from ..errors import ArgumentError, AsyncCopyError
 from ..sdpa import attention
-from .harness import Case, Skip
+from .harness import Case, Skip, rotation_sets
 
 BACKENDS = (("sdpa-flash", "FLASH_ATTENTION"), ("sdpa-cudnn", "CUDNN_ATTENTION"), ("sdpa-efficient", "EFFICIENT_ATTENTION"))
 # max |out - float64| on standard-normal inputs, a fixed sanity bound (not a measured one): a few roundings of the
@@ -50,7 +50,7 @@ class Inputs:
         self.dtype = dtype
         tdt = getattr(torch, dtype)
         per_set = tdt.itemsize * b * d * (2 * h * lq + 2 * hkv * lk)
-        self.sets = min(MAX_SETS, math.ceil(3 * l2_bytes / per_set) + 1) if per_set < 3 * l2_bytes else 1
+        self.sets = rotation_sets(per_set, l2_bytes, MAX_SETS)
 
         def new(heads, seq):
             if layout == "bhsd":

@@ -10,13 +10,12 @@ device's datasheet peak where the table knows it, and the relative error.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 from .. import device, matmul
 from ..errors import ArgumentError, AsyncCopyError
 from .gemm_tune import kernels_for, tune
-from .harness import Case, Skip, default_progress, sweep
+from .harness import Case, Skip, default_progress, rotation_sets, sweep
 
 __all__ = ["kernels_for", "run", "summary", "plot"]
 
@@ -69,7 +68,7 @@ class _Operands:
         tdt = getattr(torch, dtype)
         self.m, self.n = m, n
         per_set = tdt.itemsize * (m * k + k * n + m * n)
-        sets = min(256, math.ceil(3 * l2_bytes / per_set) + 1) if per_set < 3 * l2_bytes else 1
+        sets = rotation_sets(per_set, l2_bytes, 256)
         self.a = [torch.randn(m, k, device="cuda").to(tdt) for _ in range(sets)]
         self.b = [torch.randn(k, n, device="cuda").to(tdt) for _ in range(sets)]
         self.c = [torch.empty(m, n, device="cuda", dtype=tdt) for _ in range(sets)]

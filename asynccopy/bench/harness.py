@@ -58,6 +58,15 @@ def default_progress(msg: str) -> None:
 # Inputs past L2, and the copy they are compared with
 
 
+def rotation_sets(set_bytes: int, l2_bytes: int, most: int | None = None) -> int:
+    """How many sets of ``set_bytes`` to rotate through so that the bytes between two uses of one set exceed
+    3 x the L2 (one set where one is that large already), at most ``most``."""
+    if set_bytes >= 3 * l2_bytes:
+        return 1
+    sets = math.ceil(3 * l2_bytes / max(set_bytes, 1)) + 1
+    return max(1, min(sets, most) if most else sets)
+
+
 @dataclass
 class Rotation:
     """``sets`` pairs of (in, out) buffers of n floats, rotated so that repeated runs miss in L2."""
@@ -83,7 +92,7 @@ def make_rotation(scratch: Scratch, n: int, *, seed: int) -> Rotation:
     (random inputs, NaN-poisoned outputs)."""
     pair_bytes = 2 * 4 * n
     l2 = scratch.facts.l2_bytes
-    sets = max(1, math.ceil(3 * l2 / pair_bytes) + 1) if pair_bytes < 3 * l2 else 1
+    sets = rotation_sets(pair_bytes, l2)
     inputs = [scratch.alloc(n) for _ in range(sets)]
     outputs = [scratch.alloc(n) for _ in range(sets)]
     for k, buf in enumerate(inputs):

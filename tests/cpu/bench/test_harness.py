@@ -245,3 +245,14 @@ def test_a_case_describes_its_own_progress_line(stub_timer):
 
 def test_timed_takes_the_median():
     assert Timed(None, 0, [5.0, 1.0, 3.0]).ms == 3.0
+
+
+def test_rotation_sets_put_three_l2s_between_two_uses_of_a_set():
+    from asynccopy.bench.harness import rotation_sets
+
+    l2 = 60 << 20
+    assert rotation_sets(3 * l2, l2) == 1 and rotation_sets(8 << 30, l2) == 1  # one set is enough already
+    for size in (1 << 10, 1 << 20, 37 << 20, 179 << 20):
+        n = rotation_sets(size, l2)
+        assert (n - 1) * size >= 3 * l2  # the other sets, touched between two uses of one
+    assert rotation_sets(1 << 20, l2, 64) == 64
