@@ -71,7 +71,8 @@ class StageRow:
     blocks_per_sm: int
     limiter: str
     occupancy: float  # resident warps / the SM's maximum
-    bytes_in_flight_per_sm: int  # prefetched tiles while one is computed ((stages - 1) per block)
+    bytes_in_flight_per_sm: int  # prefetched tiles while one is computed ((stages - 1) per block; all stages
+    # with a memory curve for a kernel that refills on release)
     coverage: float  # bytes in flight / bytes the device needs in flight per SM
     ns_per_tile: float | None = None  # simulator's prediction, when the compute time is known
 
@@ -182,7 +183,11 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     curve = _memory(memory, dev)
     stage = sum(o.nbytes for o in ops)
     needed = dev.bytes_in_flight_per_sm if curve is None else curve.bytes_for(COVERED_RATE)
-    rows = _rows(dev, stage, static_smem, threads, regs_per_thread, blocks_per_sm, max_stages, needed)
+    # in flight while a tile is computed: the prefetched S - 1, or, with a memory curve (whose bytes in flight
+    # the calibration counted at each issue), all S where a producer or an issue-first loop refills each
+    # buffer as soon as it is released
+    refills = curve is not None and (costs.producer or costs.issue_first)
+    rows = _rows(dev, stage, static_smem, threads, regs_per_thread, blocks_per_sm, max_stages, needed, refills)
     busy = refill = None
     if compute_ns is not None:
         c = costs
@@ -201,14 +206,15 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     return result
 
 
-def _rows(dev, stage, static_smem, threads, regs, blocks_per_sm, max_stages, needed) -> list[StageRow]:
+def _rows(dev, stage, static_smem, threads, regs, blocks_per_sm, max_stages, needed,
+          refills: bool = False) -> list[StageRow]:
     """A row per stage count: its shared memory, whether it fits, blocks per SM and bytes in flight."""
     rows = []
     for s in range(1, max_stages + 1):
         smem = s * stage + static_smem
         fits = smem <= dev.smem_per_block_optin
         b, limiter = _blocks_per_sm(dev, smem, threads, regs, blocks_per_sm) if fits else (0, "shared memory")
-        flight = (s - 1) * stage * b
+        flight = (s if refills else s - 1) * stage * b
         rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
                              flight / needed if needed else 0.0))
     return rows

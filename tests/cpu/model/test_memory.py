@@ -261,3 +261,13 @@ def test_the_calibration_fits_on_the_split_and_leaves_out_a_failing_regime(tmp_p
     assert memory.cached(H200).curve == fit.curve  # kept for the next call
     again, fresh = memory_calibration.calibration(progress=notes.append)
     assert not fresh and again.curve == fit.curve
+
+
+def test_with_a_curve_a_refilling_kernels_stages_all_count_in_flight():
+    producer = KernelCosts(issue_ns=30.0, producer=True, handoff_ns=60.0)
+    fixed = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, costs=producer, memory=None)
+    curved = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, costs=producer, memory=TRUE)
+    in_loop = planner.plan(["tile:4096:f32"], threads=256, device=H200, blocks_per_sm=1, memory=TRUE)
+    # as the calibration counts them: a producer keeps every buffer in flight; computing threads S - 1
+    assert curved.row(4).bytes_in_flight_per_sm == 4 * 16 * KiB
+    assert fixed.row(4).bytes_in_flight_per_sm == in_loop.row(4).bytes_in_flight_per_sm == 3 * 16 * KiB
