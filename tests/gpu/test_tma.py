@@ -183,8 +183,8 @@ def test_a_store_that_would_write_past_a_rows_end_is_refused(any_xp, rng):
     whole = any_xp.from_numpy(target.copy())
     data = _host(rng, (16, 64), np.uint16)
     with pytest.raises(ArgumentError, match="reaches the end of a row of 301"):
-        tma.store_box(whole[:, :301], (16, 64), (0, 256), data)
-    tma.store_box(whole[:, :301], (16, 64), (0, 200), data)  # columns 200..263: inside the row
+        tma.store_box(whole[:, :301], (16, 64), (0, 256), data.view(np.uint8))  # the image is bytes
+    tma.store_box(whole[:, :301], (16, 64), (0, 200), data.view(np.uint8))  # columns 200..263: inside the row
     any_xp.sync()
     want = target.copy()
     want[:16, 200:264] = data
