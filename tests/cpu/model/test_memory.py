@@ -271,3 +271,27 @@ def test_with_a_curve_a_refilling_kernels_stages_all_count_in_flight():
     # as the calibration counts them: a producer keeps every buffer in flight; computing threads S - 1
     assert curved.row(4).bytes_in_flight_per_sm == 4 * 16 * KiB
     assert fixed.row(4).bytes_in_flight_per_sm == in_loop.row(4).bytes_in_flight_per_sm == 3 * 16 * KiB
+
+
+def test_the_fit_on_a_recorded_h200_calibration():
+    """The H200's own calibration (2026-12-01, `asynccopy calibrate`: 51 traced regimes) fitted again on its
+    fitted regimes and checked on its held-out ones, as the calibration did."""
+    import pathlib
+
+    data = json.loads((pathlib.Path(__file__).parents[2] / "data" / "h200_memory_calibration.json").read_text())
+    points = [Point(**p) for p in data["points"]]
+    held = set(data["held_out"])
+    assert held == {p.regime for p in points if memory_calibration.held_out(p)}  # the split the code makes
+    fit = memory.fit(points, memory_calibration.held_out, source="recorded")
+    # the same curve the GPU run fitted, from the same points
+    saved = MemoryCurve.from_dict(data["curve"])
+    assert fit.curve.latency_ns == pytest.approx(saved.latency_ns, rel=0.02)
+    assert fit.curve.rate == pytest.approx(saved.rate, rel=0.02)
+    # what it measured: latency grows with the bytes in flight, and the curve holds most held-out regimes
+    # within 10% (19 of 24) and all within 25%
+    assert 300 < fit.curve.latency_ns < 1500 and 5 < fit.curve.rate < 40
+    within = sum(abs(c.error) <= 0.10 for c in fit.held_out)
+    assert len(fit.held_out) == 24 and within >= 18 and fit.worst_held_out < 0.25
+    # a fit that saw the held-out points too would not be this one: the split matters to the check
+    everything = memory.fit_curve(points)
+    assert (everything.latency_ns, everything.rate) != (fit.curve.latency_ns, fit.curve.rate)
