@@ -124,8 +124,9 @@ def test_strides_of_extent_one_axes_are_not_checked():
 
 
 @pytest.mark.parametrize("d, message", [
-    (96, r"mma takes head_dim 64 or 128, got 96"),
-    (256, r"mma takes head_dim 64 or 128, got 256 \(256 would need more registers"),
+    (96, r"wgmma takes head_dim 64 or 128, got 96; mma takes head_dim 64 or 128, got 96"),
+    (256, r"wgmma takes head_dim 64 or 128, got 256 .*; mma takes head_dim 64 or 128, got 256 \(256 would need more "
+          r"registers"),
 ])
 def test_an_unsupported_head_dim_is_named(d, message):
     p = att.check_inputs(*_qkv(d=d))
@@ -135,12 +136,14 @@ def test_an_unsupported_head_dim_is_named(d, message):
 
 def test_kernels_and_stages_are_checked_against_the_device():
     p = att.check_inputs(*_qkv())
-    with pytest.raises(ArgumentError, match=r"unknown attention kernel 'fa3'; choose one of: mma, wgmma"):
+    with pytest.raises(ArgumentError, match=r"unknown attention kernel 'fa3'; choose one of: wgmma, mma"):
         att.configure(p, H200, kernel="fa3")
     with pytest.raises(ArgumentError, match=r"mma needs compute capability 8.0; V100 is 7.0"):
         att.configure(p, V100)
     with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 5"):
-        att.configure(p, H200, stages=5)
+        att.configure(p, H200, kernel="mma", stages=5)
+    with pytest.raises(ArgumentError, match=r"5 stages of 64 KiB \(head_dim 128\) do not fit .* H200; at most 3"):
+        att.configure(p, H200, stages=5)  # the default kernel there, wgmma
     with pytest.raises(ArgumentError, match=r"4 stages of 32 KiB \(head_dim 128\) do not fit the 99 KiB .* L40S; at most 3"):
         att.configure(p, L40S, stages=4)
     assert att.configure(p, L40S).stages == 3

@@ -107,8 +107,8 @@ def test_the_overlap_variant_keeps_two_groups_in_flight(d, stages):
 
 def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():
     p = att.Problem(1, 4, 4, 1000, 1000, 64, "bfloat16")
-    assert att.configure(p, H200, stages=4).kernel == "mma"  # the first record, when it can
-    assert att.configure(p, H200, stages=6).kernel == "wgmma"  # mma stops at 4 stages
+    assert att.configure(p, H200, stages=6).kernel == "wgmma"  # the first record, when it can
+    assert att.configure(p, A100, stages=4).kernel == "mma"  # no wgmma before Hopper
     with pytest.raises(ArgumentError, match=r"stages must be in \[1, 4\], got 6"):
         att.configure(p, A100, stages=6)  # no wgmma there: mma's limit
 
