@@ -60,6 +60,26 @@ def check_device_array(obj: object, name: str) -> None:
         )
 
 
+def device_view(obj: object, name: str, *, stream):
+    """``obj`` (DLPack / __cuda_array_interface__) as a cuda.core StridedMemoryView ordered after its
+    producer onto ``stream``, and its element type's name (bf16 / half spelled bfloat16 / float16); one
+    clear ArgumentError for what is not a CUDA device array."""
+    from cuda.core.utils import StridedMemoryView
+
+    check_device_array(obj, name)
+    try:
+        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=int(stream.handle) or 1)
+    except Exception as exc:
+        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
+    if not smv.is_device_accessible or smv.device_id < 0:
+        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
+    try:
+        dtype = np.dtype(smv.dtype).name
+    except TypeError:
+        dtype = str(smv.dtype)
+    return smv, {"bf16": "bfloat16", "half": "float16"}.get(dtype, dtype)
+
+
 def resolve_stream(stream: object, like: object | None = None):
     """A cuda.core Stream from ``stream``: a cuda.core Stream, an object with ``__cuda_stream__``
     (CuPy, PyTorch, ...), or a raw ``cudaStream_t`` as int. ``None``: the current stream of the

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import arrays
 from .errors import ArgumentError
 
@@ -42,31 +40,15 @@ class Matrix:
         return self.row_stride if self.row_major else self.col_stride
 
 
-def _dtype_name(smv) -> str:
-    try:
-        name = np.dtype(smv.dtype).name
-    except TypeError:
-        name = str(smv.dtype)
-    return {"bf16": "bfloat16", "half": "float16"}.get(name, name)
-
-
 def matrix(obj, name: str, *, stream) -> Matrix:
     """``obj`` as a 2D CUDA matrix, row-major or column-major (a transposed view), else ArgumentError."""
-    from cuda.core.utils import StridedMemoryView
-
-    arrays.check_device_array(obj, name)
-    try:
-        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=int(stream.handle) or 1)
-    except Exception as exc:
-        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
-    if not smv.is_device_accessible or smv.device_id < 0:
-        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
+    smv, dtype = arrays.device_view(obj, name, stream=stream)
     shape = tuple(smv.shape)
     if len(shape) != 2:
         raise ArgumentError(f"{name} must be a 2D matrix, got {len(shape)} dimensions (shape {shape})")
     rows, cols = shape
     strides = tuple(smv.strides) if smv.strides is not None else (cols, 1)
-    m = Matrix(obj, smv.ptr, rows, cols, strides[0], strides[1], _dtype_name(smv), smv.device_id)
+    m = Matrix(obj, smv.ptr, rows, cols, strides[0], strides[1], dtype, smv.device_id)
     if rows > 1 and cols > 1 and m.col_stride != 1 and m.row_stride != 1:
         raise ArgumentError(f"{name} must be row-major or column-major (a transposed view); got element strides "
                             f"{strides} for shape {shape}")

@@ -86,19 +86,7 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
 def tensor4(obj, name: str, *, stream) -> Tensor4:
     """``obj`` viewed through DLPack / __cuda_array_interface__ (ordered after its producer's stream onto
     ``stream``), not yet checked beyond being a CUDA array."""
-    from cuda.core.utils import StridedMemoryView
-
-    arrays.check_device_array(obj, name)
-    try:
-        smv = StridedMemoryView.from_any_interface(obj, stream_ptr=int(stream.handle) or 1)
-    except Exception as exc:
-        raise ArgumentError(f"{name} could not be viewed as a CUDA array: {str(exc).splitlines()[0]}") from None
-    if not smv.is_device_accessible or smv.device_id < 0:
-        raise ArgumentError(f"{name} lives in host memory; pass a CUDA device array")
-    try:
-        dt = np.dtype(smv.dtype).name
-    except TypeError:
-        dt = str(smv.dtype)
+    smv, dt = arrays.device_view(obj, name, stream=stream)
     shape = tuple(int(d) for d in smv.shape)
     strides = tuple(int(s) for s in smv.strides) if smv.strides is not None else _contiguous_strides(shape)
     return Tensor4(name, shape, strides, dtype_name(dt), int(smv.ptr), int(smv.device_id), obj)

@@ -87,14 +87,7 @@ def cmd_gemm(args) -> int:
     gemm_bench.kernels_for(args.dtype, args.kernels)  # names a kernel that is unknown or takes another dtype
     for st in args.stages or ():
         check_int(st, "each of --stages", 1, 32)
-    stages = args.stages
-    if args.plan:
-        stages = stages or GEMM_PLAN_STAGES
-        if len(set(stages)) < 2:
-            raise AsyncCopyError("--plan checks the model's stage count against a sweep: give --stages two or more")
-    if args.png:
-        common.check_png(args.png)
-    common.check_outputs(args)
+    stages = _swept(args, GEMM_PLAN_STAGES)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=stages, reps=args.reps,
                             warmup=args.warmup, tuning=args.tune)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
@@ -126,14 +119,7 @@ def cmd_attention(args) -> int:
     ab.kernels_for(args.kernels)
     ab.variants_for(args.variants)
     ab.check_stages(args.stages)
-    stages = args.stages
-    if args.plan:
-        stages = stages or ATTENTION_PLAN_STAGES
-        if len(set(stages)) < 2:
-            raise AsyncCopyError("--plan checks the model's stage count against a sweep: give --stages two or more")
-    if args.png:
-        common.check_png(args.png)
-    common.check_outputs(args)
+    stages = _swept(args, ATTENTION_PLAN_STAGES)
     result = ab.run(shapes, causal={"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
                     dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=stages, reps=reps,
                     warmup=args.warmup, variants=args.variants or ())
@@ -145,6 +131,20 @@ def cmd_attention(args) -> int:
             "the pipeline model's K/V stage count (compute per key tile at the fastest measured pace) against the sweep:",
             [("problem", "problem", ""), ("kernel", "kernel", ""), ("tile_ns", "ns/tile", ".0f")])
     return 0
+
+
+def _swept(args, plan_default) -> tuple[int, ...] | None:
+    """The stage counts to sweep: --stages, or with --plan (which checks the model against a sweep) the
+    suite's default sweep; and the output flags checked, all before any GPU is looked for."""
+    stages = args.stages
+    if args.plan:
+        stages = stages or plan_default
+        if len(set(stages)) < 2:
+            raise AsyncCopyError("--plan checks the model's stage count against a sweep: give --stages two or more")
+    if args.png:
+        common.check_png(args.png)
+    common.check_outputs(args)
+    return stages
 
 
 def _finish(args, result, summary_lines, plot, plans, plan_title: str, plan_columns) -> None:
