@@ -196,7 +196,7 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts, variants=()) -
         out.append((name, cfg))
         for v in variants:
             defines = VARIANTS.get(name, {}).get(v)
-            if defines is not None and (cfg.stages >= 2 or v not in ("overlap", "pingpong")):
+            if defines is not None:
                 out.append((f"{name}+{v}", replace(cfg, defines=defines)))
     return out, notes
 

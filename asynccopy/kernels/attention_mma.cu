@@ -42,6 +42,7 @@
 // contiguous, their base addresses and batch / head / seq strides 16-byte multiples (asynccopy.attention
 // checks); strides in elements.
 // Run: asynccopy.attention(q, k, v, causal=..., kernel="mma").
+#include <asynccopy/fastmath.cuh>
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/ldgsts.cuh>
 #include <asynccopy/mma.cuh>
@@ -194,13 +195,13 @@ __device__ __forceinline__ void attend(float (&o)[D / 8][4], RowState& st, const
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // no key seen yet (every x -inf): subtract 0, so exp2(-inf - 0) = 0 and never -inf - -inf = NaN
         const float base = mx == NEG_INF ? 0.0f : mx;
-        const float rescale = exp2f(st.max[h] - base);  // 0 while the old maximum is -inf
+        const float rescale = ac::ex2_ftz(st.max[h] - base);  // 0 while the old maximum is -inf
         st.max[h] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; ++nt) {
-            s[nt][2 * h] = exp2f(s[nt][2 * h] - base);
-            s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - base);
+            s[nt][2 * h] = ac::ex2_ftz(s[nt][2 * h] - base);
+            s[nt][2 * h + 1] = ac::ex2_ftz(s[nt][2 * h + 1] - base);
             sum += s[nt][2 * h] + s[nt][2 * h + 1];
         }
         st.sum[h] = st.sum[h] * rescale + sum;

@@ -29,6 +29,7 @@
 // at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
 // Constraints: sm_90a; T bf16 or f16; D 64 or 128; q_len, k_len >= 1; strides multiples of 16 bytes.
 // Run: asynccopy.attention(q, k, v, kernel="wgmma").
+#include <asynccopy/fastmath.cuh>
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/mbarrier.cuh>
 #include <asynccopy/pipeline.cuh>
@@ -51,7 +52,7 @@ constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 // Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_OVERLAP=1 issues Q K^T of the next key tile
-// with P V of this one and runs the next tile's softmax under that P V (2+ stages; default 0: in turn).
+// with P V of this one and runs the next tile's softmax under that P V (default 0: in turn).
 //   ASYNCCOPY_ATTN_PINGPONG=1 (with OVERLAP): the two consumer warpgroups take turns issuing their products
 // (named barriers 3 and 4), so that one's softmax runs while the other's products have the tensor cores.
 #ifndef ASYNCCOPY_ATTN_OVERLAP
@@ -65,6 +66,11 @@ constexpr bool PINGPONG = ASYNCCOPY_ATTN_PINGPONG != 0;
 static_assert(!PINGPONG || OVERLAP, "the ping-pong alternates the issue of both products: build with OVERLAP too");
 constexpr int TURN_BARRIER = 3;  // named barriers TURN_BARRIER + w: warpgroup w's turn to issue (1, 2: epilogue)
 #define NEG_INF __int_as_float(0xff800000u)
+
+template <bool B>
+struct Flag {  // a bool as a type, for a generic lambda's compile-time branch
+    static constexpr bool value = B;
+};
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
 template <class T>
@@ -124,17 +130,25 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const unsigned (
     ac::wgmma_commit();
 }
 
-// The scores of key tile j become P (f32, in place): in log2 units (x * scale * log2 e); keys past k_len,
-// and (causal) keys past each row's query, masked on the tiles that have any; the online softmax of the
-// thread's two rows (quad shuffles), the running max m and sum l updated and the factor O must be scaled
-// by returned in `rescale`. q0w: the warpgroup's first query.
-template <int CAUSAL>
+// The max (MAX) or the min over the four threads of a quad (lanes 4g .. 4g + 3 hold one row's columns).
+template <bool MAX>
+__device__ __forceinline__ float quad_extreme(float x)
+{
+    return MAX ? quad_max(x) : -quad_max(-x);
+}
+
+// The scores of key tile j become P (f32, in place). The row maxima are taken on the raw scores and
+// scaled once (the max for a positive scale, the min for a negative one: POSITIVE), so that each score
+// costs one FFMA and one ex2: p = 2^(s * scale_log2 - m) with m the running max in log2 units. Keys past
+// k_len, and (causal) keys past each row's query, are masked (to the extreme that never wins and gives
+// p = 0) on the tiles that have any; the running max m and sum l are updated and the factor O must be
+// scaled by is returned in `rescale`. q0w: the warpgroup's first query.
+template <int CAUSAL, bool POSITIVE>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[2], float (&l)[2], float (&rescale)[2],
                                              float scale_log2, int j, int lane, int k_len, int q0w,
                                              const int (&qrow)[2])
 {
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc_s[i] *= scale_log2;
+    const float masked = POSITIVE ? NEG_INF : -NEG_INF;  // masked * scale_log2 = -inf
     const int key0 = j * BN + 2 * (lane % 4);
     const bool edge = (j + 1) * BN > k_len || (CAUSAL && (j + 1) * BN - 1 > q0w);
     if (edge) {
@@ -142,25 +156,29 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[
         for (int i = 0; i < BN / 2; ++i) {
             const int key = key0 + 8 * (i >> 2) + (i & 1);
             const int row = (i >> 1) & 1;
-            if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = NEG_INF;
+            if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = masked;
         }
     }
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc_s[i]);
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        mx[r] = quad_max(mx[r]);
-        // a row that saw no key yet keeps -inf; exp2(-inf - -inf) would be NaN
-        rescale[r] = m[r] == NEG_INF ? 0.0f : exp2f(m[r] - mx[r]);
-        m[r] = mx[r];
-    }
-    const float base_row[2] = {mx[0] == NEG_INF ? 0.0f : mx[0], mx[1] == NEG_INF ? 0.0f : mx[1]};
+    float mx[2] = {masked, masked};
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) {
         const int r = (i >> 1) & 1;
-        acc_s[i] = exp2f(acc_s[i] - base_row[r]);
+        mx[r] = POSITIVE ? fmaxf(mx[r], acc_s[i]) : fminf(mx[r], acc_s[i]);
+    }
+    float neg_base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float tile_max = quad_extreme<POSITIVE>(mx[r]) * scale_log2;  // -inf for a row with every key masked
+        const float new_m = fmaxf(m[r], tile_max);
+        // a row that saw no key yet keeps -inf; exp2(-inf - -inf) would be NaN
+        rescale[r] = m[r] == NEG_INF ? 0.0f : ac::ex2_ftz(m[r] - new_m);
+        m[r] = new_m;
+        neg_base[r] = new_m == NEG_INF ? 0.0f : -new_m;
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+        const int r = (i >> 1) & 1;
+        acc_s[i] = ac::ex2_ftz(fmaf(acc_s[i], scale_log2, neg_base[r]));
         sum[r] += acc_s[i];
     }
 #pragma unroll
@@ -233,13 +251,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
     unsigned short* q_s = smem;
     AT_MARK(0, threadIdx.x == 0);
-    __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty[STAGES];
+    // full_k / full_v: the stage's K / V landed; empty_k / empty_v: its K / V read by every consumer warp
+    // (K is handed back once S = Q K^T is done, V once P V is: the producer refills K a softmax earlier).
+    __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];
     if (threadIdx.x == 0) {
         ac::mbarrier_init(&full_q, 1);
         for (int s = 0; s < STAGES; ++s) {
             ac::mbarrier_init(&full_k[s], 1);
             ac::mbarrier_init(&full_v[s], 1);
-            ac::mbarrier_init(&empty[s], 4 * CONSUMERS);  // one arrival per consumer warp
+            ac::mbarrier_init(&empty_k[s], 4 * CONSUMERS);  // one arrival per consumer warp
+            ac::mbarrier_init(&empty_v[s], 4 * CONSUMERS);
         }
         ac::fence_barrier_init();
     }
@@ -267,9 +288,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         }
         for (int j = 0; j < kv_tiles; ++j) {
             const int s = ac::stage_of<STAGES>(j);
-            ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(j) ^ 1u, {"attention_wgmma", "empty", s});
+            const unsigned free_phase = ac::phase_of<STAGES>(j) ^ 1u;
             unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
             unsigned short* v_s = k_s + KV_ELEMS;
+            ac::mbarrier_wait_parity(&empty_k[s], free_phase, {"attention_wgmma", "empty_k", s});
             AT_PRODUCER(j, K_ISSUED);
             ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
 #pragma unroll
@@ -277,6 +299,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 const int at[4] = {PANEL * p, j * BN, hk, b};
                 ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
             }
+            ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
             AT_PRODUCER(j, V_ISSUED);
             ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
 #pragma unroll
@@ -300,105 +323,127 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
     unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
+    // scale 0 (uniform weights) as the least normal float: every score then scales to (nearly) 0, and a
+    // masked one still to -inf (-inf x 0 would be NaN)
+    if (scale_log2 == 0.0f) scale_log2 = __int_as_float(0x00800000);
 
     ac::mbarrier_wait_parity(&full_q, 0u, {"attention_wgmma", "full_q", 0});
     const unsigned short* q_w = q_s + w * 64 * PANEL;  // this warpgroup's rows of Q's first panel
     auto k_tile = [&](int j) { return smem + Q_ELEMS + ac::stage_of<STAGES>(j) * 2 * KV_ELEMS; };
     auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
+    auto release = [&](ac::mbarrier_t* bar) {
+        if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
+    };
     float rescale[2];
-    if constexpr (!OVERLAP || STAGES < 2) {
-        for (int j = 0; j < kv_tiles; ++j) {
-            const int s = ac::stage_of<STAGES>(j);
-            const unsigned phase = ac::phase_of<STAGES>(j);
-            ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
-            AT_CONSUMER(j, K_READY);
-            ac::accumulator_fence(acc_s);
-            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_s);
-            AT_CONSUMER(j, S_DONE);
-            softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
-            ac::accumulator_fence(acc_o);
-            rescale_o<D>(acc_o, rescale);
-            pack_p<T>(pa, acc_s);
-            AT_CONSUMER(j, SOFTMAX_DONE);
-            ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
-            AT_CONSUMER(j, V_READY);
-            ac::accumulator_fence(acc_o);
-            issue_pv<Tag, D>(acc_o, pa, v_tile(j));
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_o);
-            AT_CONSUMER(j, PV_DONE);
-            if (lane == 0) ac::mbarrier_arrive(&empty[s]);  // K and V of this stage are read: the producer may refill
-        }
-    } else {
-        // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
-        // tensor cores do that P V: a stage is handed back once its V is read, a tile later than its K
-        // (so at least 2 stages). O is rescaled for tile j's maximum after P V of tile j - 1 is in it.
-        // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits for
-        // this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with warpgroup 0's
-        // first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
-        const int turns = kv_tiles + 1;
-        int turn = 0;
-        auto my_turn = [&] {
-            if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+    // The main loop, once for each sign of the scale (POSITIVE: the row maxima of the raw scores are
+    // maxima, else minima); the branch is uniform, each copy straight-line code.
+    auto mainloop = [&](auto positive) {
+        constexpr bool POSITIVE = decltype(positive)::value;
+        auto softmax = [&](int j) {
+            softmax_tile<CAUSAL, POSITIVE>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
         };
-        auto pass_turn = [&] {
-            if constexpr (PINGPONG) {
-                if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
+        if constexpr (!OVERLAP) {
+            for (int j = 0; j < kv_tiles; ++j) {
+                const int s = ac::stage_of<STAGES>(j);
+                const unsigned phase = ac::phase_of<STAGES>(j);
+                ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+                AT_CONSUMER(j, K_READY);
+                ac::accumulator_fence(acc_s);
+                issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_s);
+                release(&empty_k[s]);
+                AT_CONSUMER(j, S_DONE);
+                softmax(j);
+                ac::accumulator_fence(acc_o);
+                rescale_o<D>(acc_o, rescale);
+                pack_p<T>(pa, acc_s);
+                AT_CONSUMER(j, SOFTMAX_DONE);
+                ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+                AT_CONSUMER(j, V_READY);
+                ac::accumulator_fence(acc_o);
+                issue_pv<Tag, D>(acc_o, pa, v_tile(j));
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_o);
+                AT_CONSUMER(j, PV_DONE);
+                release(&empty_v[s]);
             }
-        };
-        if constexpr (PINGPONG) {
-            if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-        }
-        ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
-        AT_CONSUMER(0, K_READY);
-        ac::accumulator_fence(acc_s);
-        my_turn();
-        issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
-        pass_turn();
-        ac::wgmma_wait<0>();
-        ac::accumulator_fence(acc_s);
-        AT_CONSUMER(0, S_DONE);
-        softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, 0, lane, k_len, q0 + 64 * w, qrow);
-        pack_p<T>(pa, acc_s);  // O is still zero: nothing to rescale
-        AT_CONSUMER(0, SOFTMAX_DONE);
-        for (int j = 1; j < kv_tiles; ++j) {
-            const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
-            ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
-            AT_CONSUMER(j, K_READY);
-            ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
-            AT_CONSUMER(j - 1, V_READY);
+        } else {
+            // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+            // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
+            // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
+            // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
+            // for this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with
+            // warpgroup 0's first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
+            const int turns = kv_tiles + 1;
+            int turn = 0;
+            auto my_turn = [&] {
+                if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+            };
+            auto pass_turn = [&] {
+                if constexpr (PINGPONG) {
+                    if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
+                }
+            };
+            if constexpr (PINGPONG) {
+                if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+            }
+            ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
+            AT_CONSUMER(0, K_READY);
             ac::accumulator_fence(acc_s);
+            my_turn();
+            issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
+            pass_turn();
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_s);
+            release(&empty_k[0]);
+            AT_CONSUMER(0, S_DONE);
+            softmax(0);  // O is still zero: its rescale (0) is harmless
+            pack_p<T>(pa, acc_s);
+            AT_CONSUMER(0, SOFTMAX_DONE);
+            for (int j = 1; j < kv_tiles; ++j) {
+                const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
+                ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
+                AT_CONSUMER(j, K_READY);
+                ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
+                AT_CONSUMER(j - 1, V_READY);
+                ac::accumulator_fence(acc_s);
+                ac::accumulator_fence(acc_o);
+                my_turn();
+                issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+                rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
+                issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+                pass_turn();
+                ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+                ac::accumulator_fence(acc_s);
+                release(&empty_k[s]);
+                AT_CONSUMER(j, S_DONE);
+                softmax(j);
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_o);
+                AT_CONSUMER(j - 1, PV_DONE);
+                release(&empty_v[sp]);
+                pack_p<T>(pa, acc_s);
+                AT_CONSUMER(j, SOFTMAX_DONE);
+            }
+            const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
+            ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
+            AT_CONSUMER(last, V_READY);
             ac::accumulator_fence(acc_o);
             my_turn();
-            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
-            issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+            rescale_o<D>(acc_o, rescale);
+            issue_pv<Tag, D>(acc_o, pa, v_tile(last));
             pass_turn();
-            ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
-            ac::accumulator_fence(acc_s);
-            AT_CONSUMER(j, S_DONE);
-            softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_o);
-            AT_CONSUMER(j - 1, PV_DONE);
-            if (lane == 0) ac::mbarrier_arrive(&empty[sp]);
-            rescale_o<D>(acc_o, rescale);
-            pack_p<T>(pa, acc_s);
-            AT_CONSUMER(j, SOFTMAX_DONE);
+            AT_CONSUMER(last, PV_DONE);
+            release(&empty_v[sl]);
         }
-        const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
-        ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
-        AT_CONSUMER(last, V_READY);
-        ac::accumulator_fence(acc_o);
-        my_turn();
-        issue_pv<Tag, D>(acc_o, pa, v_tile(last));
-        pass_turn();
-        ac::wgmma_wait<0>();
-        ac::accumulator_fence(acc_o);
-        AT_CONSUMER(last, PV_DONE);
-        if (lane == 0) ac::mbarrier_arrive(&empty[sl]);
-    }
+    };
+    if (scale_log2 > 0.0f)
+        mainloop(Flag<true>{});
+    else
+        mainloop(Flag<false>{});
 
     // lse (natural log) of the rows this quad holds, by its first thread
     if (lse != nullptr && lane % 4 == 0) {

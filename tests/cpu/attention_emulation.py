@@ -821,32 +821,37 @@ def _issue_pv(wg: Warpgroup, acc_o, pa, v_s: int, d: int) -> None:
 
 def _softmax_tile(acc_s, m, l_, rescale, scale_log2: float, j: int, lane, k_len: int, q0w: int, qrow,
                   causal: bool) -> None:
-    """.cu softmax_tile<CAUSAL>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0w, qrow), in place, all 128
-    threads: "acc_s[i] *= scale_log2; key0 = j * BN + 2 * (lane % 4); edge = (j + 1) * BN > k_len || (CAUSAL &&
-    (j + 1) * BN - 1 > q0w); if (edge) { key = key0 + 8 * (i >> 2) + (i & 1); row = (i >> 1) & 1; if (key >= k_len
-    || (CAUSAL && key > qrow[row])) acc_s[i] = NEG_INF; } mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc_s[i]);
-    mx[r] = quad_max(mx[r]); rescale[r] = m[r] == NEG_INF ? 0 : exp2f(m[r] - mx[r]); m[r] = mx[r]; base_row[r] =
-    mx[r] == NEG_INF ? 0 : mx[r]; acc_s[i] = exp2f(acc_s[i] - base_row[r]); sum[r] += acc_s[i]; l[r] = l[r] *
+    """.cu softmax_tile<CAUSAL, POSITIVE = scale_log2 > 0>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0w,
+    qrow), in place, all 128 threads: "masked = POSITIVE ? NEG_INF : -NEG_INF; key0 = j * BN + 2 * (lane % 4); edge =
+    (j + 1) * BN > k_len || (CAUSAL && (j + 1) * BN - 1 > q0w); if (edge) { key = key0 + 8 * (i >> 2) + (i & 1); row =
+    (i >> 1) & 1; if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = masked; } mx[r] = POSITIVE ?
+    fmaxf(mx[r], acc_s[i]) : fminf(mx[r], acc_s[i]); tile_max = quad_extreme<POSITIVE>(mx[r]) * scale_log2; new_m =
+    fmaxf(m[r], tile_max); rescale[r] = m[r] == NEG_INF ? 0 : ex2(m[r] - new_m); m[r] = new_m; neg_base[r] = new_m ==
+    NEG_INF ? 0 : -new_m; acc_s[i] = ex2(fmaf(acc_s[i], scale_log2, neg_base[r])); sum[r] += acc_s[i]; l[r] = l[r] *
     rescale[r] + quad_sum(sum[r])"."""
+    positive = scale_log2 > 0
+    masked = NEG_INF if positive else -NEG_INF
     i = np.arange(WG_BN // 2)
-    acc_s *= scale_log2
     key0 = j * WG_BN + 2 * (lane % 4)
     edge = (j + 1) * WG_BN > k_len or (causal and (j + 1) * WG_BN - 1 > q0w)
     if edge:
         key = key0[:, None] + 8 * (i >> 2) + (i & 1)
         row = (i >> 1) & 1
         qr = np.where(row == 1, qrow[1][:, None], qrow[0][:, None])
-        acc_s[(key >= k_len) | (causal & (key > qr))] = NEG_INF
+        acc_s[(key >= k_len) | (causal & (key > qr))] = masked
+    extreme = np.fmax if positive else np.fmin
     with np.errstate(invalid="ignore", over="ignore"):
         sel = (i >> 1) & 1
-        mx = [np.fmax(m[r], acc_s[:, sel == r].max(axis=1)) for r in range(2)]
+        neg_base = [None, None]
         for r in range(2):
-            mx[r] = np.fmax(mx[r], quad_shfl_xor(mx[r], 1))
-            mx[r] = np.fmax(mx[r], quad_shfl_xor(mx[r], 2))
-            rescale[r] = np.where(m[r] == NEG_INF, 0.0, np.exp2(m[r] - mx[r]))
-            m[r] = mx[r]
-        base_row = [np.where(mx[0] == NEG_INF, 0.0, mx[0]), np.where(mx[1] == NEG_INF, 0.0, mx[1])]
-        acc_s[...] = np.exp2(acc_s - np.where(sel == 1, base_row[1][:, None], base_row[0][:, None]))
+            mx = (acc_s[:, sel == r].max if positive else acc_s[:, sel == r].min)(axis=1)
+            mx = extreme(mx, quad_shfl_xor(mx, 1))
+            mx = extreme(mx, quad_shfl_xor(mx, 2))
+            new_m = np.fmax(m[r], mx * scale_log2)
+            rescale[r] = np.where(m[r] == NEG_INF, 0.0, np.exp2(m[r] - new_m))
+            m[r] = new_m
+            neg_base[r] = np.where(new_m == NEG_INF, 0.0, -new_m)
+        acc_s[...] = np.exp2(acc_s * scale_log2 + np.where(sel == 1, neg_base[1][:, None], neg_base[0][:, None]))
         for r in range(2):
             total = acc_s[:, sel == r].sum(axis=1)
             total = total + quad_shfl_xor(total, 1)
@@ -883,10 +888,12 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
     q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
-    full_q = MBarrier(1, "full_q")  # .cu "mbarrier_init(&full_q, 1); full_k[s], full_v[s]: 1; empty[s]: 4 * CONSUMERS"
+    # .cu "mbarrier_init(&full_q, 1); full_k[s], full_v[s]: 1; empty_k[s], empty_v[s]: 4 * CONSUMERS"
+    full_q = MBarrier(1, "full_q")
     full_k = [MBarrier(1, f"full_k[{s}]") for s in range(stages)]
     full_v = [MBarrier(1, f"full_v[{s}]") for s in range(stages)]
-    empty = [MBarrier(4 * WG_CONSUMERS, f"empty[{s}]") for s in range(stages)]
+    empty_k = [MBarrier(4 * WG_CONSUMERS, f"empty_k[{s}]") for s in range(stages)]
+    empty_v = [MBarrier(4 * WG_CONSUMERS, f"empty_v[{s}]") for s in range(stages)]
     turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(WG_CONSUMERS)]
     tma = Tma(sm, tma_policy, dtype)
 
@@ -907,13 +914,15 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             tma.load(q_s + 2 * (p * WG_BM * WG_PANEL), qt_bits, WG_BM, (WG_PANEL * p, q0, h, b), full_q)
         for j in range(kv_tiles):
             s = j % stages
-            yield Wait(empty[s], ((j // stages) & 1) ^ 1)
+            free_phase = ((j // stages) & 1) ^ 1
             k_s = smem + 2 * (q_elems + s * 2 * kv_elems)
             v_s = k_s + 2 * kv_elems
+            yield Wait(empty_k[s], free_phase)
             full_k[s].arrive_expect_tx(kv_bytes)
             yield None
             for p in range(panels):
                 tma.load(k_s + 2 * (p * WG_BN * WG_PANEL), kt_bits, WG_BN, (WG_PANEL * p, j * WG_BN, hk, b), full_k[s])
+            yield Wait(empty_v[s], free_phase)
             full_v[s].arrive_expect_tx(kv_bytes)
             yield None
             for p in range(panels):
@@ -932,7 +941,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
         pa = np.zeros((128, WG_BN // 16, 4), dtype=np.uint32)
         rescale = [None, None]
 
-        def release(bar: MBarrier):  # .cu "if (lane == 0) mbarrier_arrive(&empty[s])": one arrival per warp
+        def release(bar: MBarrier):  # .cu "release(bar): if (lane == 0) mbarrier_arrive(bar)": one arrival per warp
             for _ in range(int(np.sum(lane == 0))):
                 bar.arrive()
                 yield None
@@ -949,23 +958,25 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
         def softmax(j):
             _softmax_tile(acc_s, m, l_, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow, causal)
 
-        if not overlap or stages < 2:  # .cu "if constexpr (!OVERLAP || STAGES < 2)": K, S, softmax, V, P V in turn
+        if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn
             for j in range(kv_tiles):
                 s, phase = j % stages, (j // stages) & 1
                 yield Wait(full_k[s], phase)
                 _issue_qk(wg, acc_s, q_w, k_tile(j), d)
                 wg.wait(0)
+                yield from release(empty_k[s])
                 softmax(j)
                 _rescale_o(acc_o, rescale)
                 _pack_p(pa, acc_s, dtype)
                 yield Wait(full_v[s], phase)
                 _issue_pv(wg, acc_o, pa, v_tile(j), d)
                 wg.wait(0)
-                yield from release(empty[s])
+                yield from release(empty_v[s])
         else:
-            # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1, tile j's softmax under that P V; with
-            # PINGPONG each issue waits for the warpgroup's turn (bar.sync TURN_BARRIER + w, 256) and passes it
-            # (bar.arrive TURN_BARRIER + (w ^ 1), 256; "if (w == 0 || ++turn < turns)"); warpgroup 1 opens.
+            # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
+            # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
+            # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w ^ 1), 256; "if (w == 0 || ++turn <
+            # turns)"); warpgroup 1 opens.
             turns, turn = kv_tiles + 1, [0]
 
             def my_turn():
@@ -986,29 +997,32 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             _issue_qk(wg, acc_s, q_w, k_tile(0), d)
             yield from pass_turn()
             wg.wait(0)
+            yield from release(empty_k[0])
             softmax(0)
-            _pack_p(pa, acc_s, dtype)  # .cu "O is still zero: nothing to rescale"
+            _pack_p(pa, acc_s, dtype)  # .cu "O is still zero: its rescale (0) is harmless"
             for j in range(1, kv_tiles):
                 s, sp = j % stages, (j - 1) % stages
                 yield Wait(full_k[s], (j // stages) & 1)
                 yield Wait(full_v[sp], ((j - 1) // stages) & 1)
                 yield from my_turn()
                 _issue_qk(wg, acc_s, q_w, k_tile(j), d)
+                _rescale_o(acc_o, rescale)  # .cu "tile j - 1's factor, before its P V adds in"
                 _issue_pv(wg, acc_o, pa, v_tile(j - 1), d)
                 yield from pass_turn()
                 wg.wait(1)  # .cu "wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run"
+                yield from release(empty_k[s])
                 softmax(j)
                 wg.wait(0)
-                yield from release(empty[sp])
-                _rescale_o(acc_o, rescale)
+                yield from release(empty_v[sp])
                 _pack_p(pa, acc_s, dtype)
             last, sl = kv_tiles - 1, (kv_tiles - 1) % stages
             yield Wait(full_v[sl], (last // stages) & 1)
             yield from my_turn()
+            _rescale_o(acc_o, rescale)
             _issue_pv(wg, acc_o, pa, v_tile(last), d)
             yield from pass_turn()
             wg.wait(0)
-            yield from release(empty[sl])
+            yield from release(empty_v[sl])
 
         # .cu "if (lse != nullptr && lane % 4 == 0) ... if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * ln 2"
         for r in range(2):
@@ -1058,6 +1072,8 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     group = heads // kb.shape[1]
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_log2 = float(np.float32(scale * LOG2E))  # asynccopy.attention._launch_tma passes float32(scale x log2 e)
+    if scale_log2 == 0.0:  # .cu "if (scale_log2 == 0.0f) scale_log2 = __int_as_float(0x00800000)"
+        scale_log2 = float(np.finfo(np.float32).tiny)
     out = np.full(qb.shape, np.nan)
     lse = np.full(batch * heads * q_len, np.nan)
     writes = np.zeros(qb.shape, dtype=np.int64)

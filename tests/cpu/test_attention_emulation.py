@@ -109,6 +109,11 @@ WGMMA_CASES = [
     (1, 1, 1, 64, 300, 128, False, 2, "float16", None, ("eager", (1, "producer", 0), 96, "pingpong")),
     (1, 1, 1, 300, 260, 64, True, 3, "bfloat16", None, ("lifo", ("producer", 1, 0), 96, "pingpong")),
     (2, 2, 1, 129, 384, 64, False, 2, "float16", None, ("late", (0, "producer", 1), 48, "pingpong")),
+    (1, 1, 1, 129, 300, 64, True, 1, "bfloat16", None, ("late", (0, 1, "producer"), 96, "pingpong")),
+    (1, 1, 1, 200, 300, 128, False, 2, "float16", -0.6, ("lifo", ("producer", 0, 1), 96, "pingpong")),
+    # scale 0: uniform weights over the keys a query sees (the kernel scales by the least normal float)
+    (1, 1, 1, 64, 200, 64, True, 2, "float16", 0.0, ("eager", ("producer", 0, 1), 96, "default")),
+    (1, 1, 1, 130, 260, 128, False, 1, "bfloat16", 0.0, ("late", (1, 0, "producer"), 96, "pingpong")),
 ]
 
 
