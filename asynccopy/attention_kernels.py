@@ -80,7 +80,8 @@ KERNELS: dict[str, AttentionKernel] = {
 # Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
 # the -D macros (the kernel file's header says what each does).
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
-    "wgmma": {"overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1),),
+    "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
+              "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1))},
 }
 

@@ -67,7 +67,7 @@ def add_attention(suites) -> None:
                         f"{','.join(map(str, ATTENTION_PLAN_STAGES))})")
     p.add_argument("--variants", type=common.names, default=None,
                    help="also time these compile-time variants of each kernel that has them, beside its default build "
-                        "(wgmma: overlap, pingpong)")
+                        "(wgmma: serial, overlap, pingpong)")
     p.set_defaults(fn=cmd_attention)
 
 

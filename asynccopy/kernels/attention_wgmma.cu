@@ -51,26 +51,23 @@ constexpr int CONSUMERS = 2;  // consumer warpgroups
 constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
-// Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_OVERLAP=1 issues Q K^T of the next key tile
-// with P V of this one and runs the next tile's softmax under that P V (default 0: in turn).
-//   ASYNCCOPY_ATTN_PINGPONG=1 (with OVERLAP): the two consumer warpgroups take turns issuing their products
-// (named barriers 3 and 4), so that one's softmax runs while the other's products have the tensor cores.
+// Compile-time knobs (-D), for measuring variants (asynccopy bench attention --variants):
+//   ASYNCCOPY_ATTN_OVERLAP (default 1) issues Q K^T of the next key tile with P V of this one and runs the
+//   next tile's softmax under that P V; 0: the products and the softmax in turn (the variant "serial").
+//   ASYNCCOPY_ATTN_PINGPONG (with OVERLAP): 1, the two consumer warpgroups take turns issuing their products
+//   (named barriers 3 and 4), so that one's softmax runs while the other's products have the tensor cores;
+//   0, they issue as they go; -1 (default): at head dim 64 only, where it measured faster (design.md 11b).
 #ifndef ASYNCCOPY_ATTN_OVERLAP
-#define ASYNCCOPY_ATTN_OVERLAP 0
+#define ASYNCCOPY_ATTN_OVERLAP 1
 #endif
 #ifndef ASYNCCOPY_ATTN_PINGPONG
-#define ASYNCCOPY_ATTN_PINGPONG 0
+#define ASYNCCOPY_ATTN_PINGPONG -1
 #endif
 constexpr bool OVERLAP = ASYNCCOPY_ATTN_OVERLAP != 0;
-constexpr bool PINGPONG = ASYNCCOPY_ATTN_PINGPONG != 0;
-static_assert(!PINGPONG || OVERLAP, "the ping-pong alternates the issue of both products: build with OVERLAP too");
+template <int D>
+constexpr bool PING_PONG = ASYNCCOPY_ATTN_PINGPONG < 0 ? OVERLAP && D == 64 : ASYNCCOPY_ATTN_PINGPONG != 0;
 constexpr int TURN_BARRIER = 3;  // named barriers TURN_BARRIER + w: warpgroup w's turn to issue (1, 2: epilogue)
 #define NEG_INF __int_as_float(0xff800000u)
-
-template <bool B>
-struct Flag {  // a bool as a type, for a generic lambda's compile-time branch
-    static constexpr bool value = B;
-};
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
 template <class T>
@@ -240,6 +237,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
+    constexpr bool PINGPONG = PING_PONG<D>;
+    static_assert(!PINGPONG || OVERLAP, "the ping-pong alternates the issue of both products: build with OVERLAP too");
     using Tag = typename ac::WgmmaType<T>::tag;
     constexpr int PANELS = D / PANEL;
     constexpr int Q_ELEMS = BM * D;
@@ -335,115 +334,111 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
     float rescale[2];
-    // The main loop, once for each sign of the scale (POSITIVE: the row maxima of the raw scores are
-    // maxima, else minima); the branch is uniform, each copy straight-line code.
-    auto mainloop = [&](auto positive) {
-        constexpr bool POSITIVE = decltype(positive)::value;
-        auto softmax = [&](int j) {
-            softmax_tile<CAUSAL, POSITIVE>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
-        };
-        if constexpr (!OVERLAP) {
-            for (int j = 0; j < kv_tiles; ++j) {
-                const int s = ac::stage_of<STAGES>(j);
-                const unsigned phase = ac::phase_of<STAGES>(j);
-                ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::accumulator_fence(acc_s);
-                issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_s);
-                release(&empty_k[s]);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
-                ac::accumulator_fence(acc_o);
-                rescale_o<D>(acc_o, rescale);
-                pack_p<T>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
-                ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
-                AT_CONSUMER(j, V_READY);
-                ac::accumulator_fence(acc_o);
-                issue_pv<Tag, D>(acc_o, pa, v_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j, PV_DONE);
-                release(&empty_v[s]);
-            }
-        } else {
-            // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
-            // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
-            // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
-            // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
-            // for this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with
-            // warpgroup 0's first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
-            const int turns = kv_tiles + 1;
-            int turn = 0;
-            auto my_turn = [&] {
-                if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
-            };
-            auto pass_turn = [&] {
-                if constexpr (PINGPONG) {
-                    if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
-                }
-            };
-            if constexpr (PINGPONG) {
-                if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-            }
-            ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
-            AT_CONSUMER(0, K_READY);
-            ac::accumulator_fence(acc_s);
-            my_turn();
-            issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
-            pass_turn();
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_s);
-            release(&empty_k[0]);
-            AT_CONSUMER(0, S_DONE);
-            softmax(0);  // O is still zero: its rescale (0) is harmless
-            pack_p<T>(pa, acc_s);
-            AT_CONSUMER(0, SOFTMAX_DONE);
-            for (int j = 1; j < kv_tiles; ++j) {
-                const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
-                ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
-                AT_CONSUMER(j - 1, V_READY);
-                ac::accumulator_fence(acc_s);
-                ac::accumulator_fence(acc_o);
-                my_turn();
-                issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
-                rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
-                issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
-                pass_turn();
-                ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
-                ac::accumulator_fence(acc_s);
-                release(&empty_k[s]);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j - 1, PV_DONE);
-                release(&empty_v[sp]);
-                pack_p<T>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
-            }
-            const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
-            ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
-            AT_CONSUMER(last, V_READY);
-            ac::accumulator_fence(acc_o);
-            my_turn();
-            rescale_o<D>(acc_o, rescale);
-            issue_pv<Tag, D>(acc_o, pa, v_tile(last));
-            pass_turn();
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_o);
-            AT_CONSUMER(last, PV_DONE);
-            release(&empty_v[sl]);
-        }
+    // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
+    // one, minima for a negative one); the branch is uniform
+    auto softmax = [&](int j) {
+        if (scale_log2 > 0.0f)
+            softmax_tile<CAUSAL, true>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+        else
+            softmax_tile<CAUSAL, false>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
     };
-    if (scale_log2 > 0.0f)
-        mainloop(Flag<true>{});
-    else
-        mainloop(Flag<false>{});
+    if constexpr (!OVERLAP) {
+        for (int j = 0; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j);
+            const unsigned phase = ac::phase_of<STAGES>(j);
+            ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
+            ac::accumulator_fence(acc_s);
+            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_s);
+            release(&empty_k[s]);
+            AT_CONSUMER(j, S_DONE);
+            softmax(j);
+            ac::accumulator_fence(acc_o);
+            rescale_o<D>(acc_o, rescale);
+            pack_p<T>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
+            ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+            AT_CONSUMER(j, V_READY);
+            ac::accumulator_fence(acc_o);
+            issue_pv<Tag, D>(acc_o, pa, v_tile(j));
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_o);
+            AT_CONSUMER(j, PV_DONE);
+            release(&empty_v[s]);
+        }
+    } else {
+        // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+        // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
+        // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
+        // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
+        // for this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with
+        // warpgroup 0's first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
+        const int turns = kv_tiles + 1;
+        int turn = 0;
+        auto my_turn = [&] {
+            if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+        };
+        auto pass_turn = [&] {
+            if constexpr (PINGPONG) {
+                if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
+            }
+        };
+        if constexpr (PINGPONG) {
+            if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+        }
+        ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
+        AT_CONSUMER(0, K_READY);
+        ac::accumulator_fence(acc_s);
+        my_turn();
+        issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
+        pass_turn();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_s);
+        release(&empty_k[0]);
+        AT_CONSUMER(0, S_DONE);
+        softmax(0);  // O is still zero: its rescale (0) is harmless
+        pack_p<T>(pa, acc_s);
+        AT_CONSUMER(0, SOFTMAX_DONE);
+        for (int j = 1; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
+            ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
+            ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
+            AT_CONSUMER(j - 1, V_READY);
+            ac::accumulator_fence(acc_s);
+            ac::accumulator_fence(acc_o);
+            my_turn();
+            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
+            issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+            pass_turn();
+            ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+            ac::accumulator_fence(acc_s);
+            release(&empty_k[s]);
+            AT_CONSUMER(j, S_DONE);
+            softmax(j);
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_o);
+            AT_CONSUMER(j - 1, PV_DONE);
+            release(&empty_v[sp]);
+            pack_p<T>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
+        }
+        const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
+        ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
+        AT_CONSUMER(last, V_READY);
+        ac::accumulator_fence(acc_o);
+        my_turn();
+        rescale_o<D>(acc_o, rescale);
+        issue_pv<Tag, D>(acc_o, pa, v_tile(last));
+        pass_turn();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_o);
+        AT_CONSUMER(last, PV_DONE);
+        release(&empty_v[sl]);
+    }
 
     // lse (natural log) of the rows this quad holds, by its first thread
     if (lse != nullptr && lane % 4 == 0) {

@@ -1,6 +1,6 @@
 """The two attention kernels' index and bookkeeping, without a GPU: tests/cpu/attention_emulation.py runs
-attention_mma.cu and attention_wgmma.cu (its default build and the ASYNCCOPY_ATTN_OVERLAP / _PINGPONG
-variants) instruction by instruction in NumPy (every lane's fragments, shared memory as bytes at the
+attention_mma.cu and attention_wgmma.cu (its default build: overlapped, with the ping-pong at head dim 64,
+and the serial / overlap / pingpong variants) instruction by instruction in NumPy (every lane's fragments, shared memory as bytes at the
 kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under several legal orders of
 copies and of the producer and consumers, and the results must match a float64 reference of PyTorch SDPA's
 semantics (top-left causal mask, GQA h -> h // group, default scale 1 / sqrt(D), lse in natural log) to
@@ -82,26 +82,26 @@ MMA_CASES = [
 ]
 WGMMA_CASES = [
     (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
-    (1, 1, 1, 5, 300, 128, True, 3, "bfloat16", None, ("late", (1, 0, "producer"), 16, "default")),
+    (1, 1, 1, 5, 300, 128, True, 3, "bfloat16", None, ("late", (1, 0, "producer"), 16, "serial")),
     (1, 1, 1, 300, 5, 64, True, 2, "float16", None, ("eager", ("producer", 1, 0), 1024, "default")),
     (1, 1, 1, 64, 64, 128, True, 1, "bfloat16", None, ("late", (0, 1, "producer"), 96, "default")),
-    (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("eager", ("producer", 0, 1), 48, "default")),
+    (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("eager", ("producer", 0, 1), 48, "serial")),
     (1, 1, 1, 200, 129, 128, False, 2, "bfloat16", None, ("lifo", (1, "producer", 0), 96, "default")),
     (1, 1, 1, 300, 200, 64, True, 3, "float16", -0.3, ("eager", (1, 0, "producer"), 96, "default")),
-    (1, 1, 1, 129, 64, 64, False, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
+    (1, 1, 1, 129, 64, 64, False, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "serial")),
     (1, 1, 1, 200, 300, 128, True, 2, "float16", None, ("late", ("producer", 0, 1), 96, "default")),
     (1, 1, 1, 64, 300, 64, False, 3, "bfloat16", -0.7, ("eager", ("producer", 0, 1), 96, "default")),
     (1, 1, 1, 5, 1, 128, True, 2, "float16", None, ("eager", (0, 1, "producer"), 96, "default")),
     (2, 4, 2, 129, 200, 64, True, 2, "bfloat16", None, ("late", ("producer", 1, 0), 96, "default")),
-    (1, 1, 1, 300, 300, 128, True, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
+    (1, 1, 1, 300, 300, 128, True, 1, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "serial")),
     (1, 1, 1, 1, 129, 64, True, 2, "float16", None, ("lifo", (1, 0, "producer"), 96, "default")),
     (1, 2, 1, 300, 300, 64, False, 2, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
     (1, 1, 1, 200, 300, 64, True, 6, "bfloat16", None, ("eager", ("producer", 1, 0), 96, "default")),
     # more key tiles than stages, the consumers run apart: a stage refilled too early shows
-    (1, 1, 1, 200, 300, 128, False, 1, "bfloat16", None, ("eager", (0, "producer", 1), 96, "default")),
-    (1, 1, 1, 129, 300, 64, False, 2, "float16", -0.5, ("eager", (1, "producer", 0), 64, "default")),
+    (1, 1, 1, 200, 300, 128, False, 1, "bfloat16", None, ("eager", (0, "producer", 1), 96, "serial")),
+    (1, 1, 1, 129, 300, 64, False, 2, "float16", -0.5, ("eager", (1, "producer", 0), 64, "serial")),
     (2, 2, 1, 64, 300, 64, False, 1, "float16", None, ("late", ("producer", 1, 0), 96, "default")),
-    # the variants (ASYNCCOPY_ATTN_OVERLAP, + _PINGPONG): the next Q K^T issued with this P V, turns to issue
+    # the variants (ASYNCCOPY_ATTN_OVERLAP 1 with _PINGPONG 0 or 1) at both head dims
     (1, 1, 1, 200, 300, 64, False, 2, "float16", None, ("eager", ("producer", 0, 1), 96, "overlap")),
     (1, 1, 1, 300, 300, 128, True, 3, "bfloat16", -0.4, ("lifo", (1, "producer", 0), 96, "overlap")),
     (1, 1, 1, 129, 600, 64, False, 2, "bfloat16", None, ("late", (0, 1, "producer"), 16, "overlap")),
@@ -137,8 +137,10 @@ def test_mma_emulation_matches_sdpa(case):
 def test_wgmma_emulation_matches_sdpa(case):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, (tma, order, base, variant) = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 1)
+    # "default": the kernel's default build (ASYNCCOPY_ATTN_OVERLAP 1, _PINGPONG -1: the ping-pong at head dim 64)
+    pingpong = variant == "pingpong" or (variant == "default" and d == 64)
     out, lse = emu.emulate_wgmma(q, k, v, causal, scale, stages, dtype=dtype, tma=tma, order=order, smem_base=base,
-                                 overlap=variant != "default", pingpong=variant == "pingpong")
+                                 overlap=variant != "serial", pingpong=pingpong)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 

@@ -90,21 +90,27 @@ def test_the_k_v_stage_plan_covers_a_loads_latency(name):
 
 
 @pytest.mark.parametrize("d, stages", [(64, 3), (128, 2)])
-def test_the_overlap_variant_keeps_two_groups_in_flight(d, stages):
+def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages):
     from dataclasses import replace
 
+    from asynccopy.attention_kernels import VARIANTS
+
     base = AttentionConfig("wgmma", "bfloat16", d, stages, True)
-    over = replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 1),))
-    one, two = base.compile("sm_90a").sass(), over.compile("sm_90a").sass()
+    serial, over, pp = (replace(base, defines=VARIANTS["wgmma"][v]).compile("sm_90a").sass()
+                        for v in ("serial", "overlap", "pingpong"))
+    default = base.compile("sm_90a").sass()
     # in turn: every wait drains all groups; overlapped: Q K^T of the next tile waited for with P V pending
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in two and "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in one
-    usage = build.disassemble(over.compile("sm_90a").cubin, what="--dump-resource-usage")
+    depbar1 = "WARPGROUP.DEPBAR.LE gsb0, 0x1"
+    assert depbar1 in over and depbar1 in pp and depbar1 in default and depbar1 not in serial
+    # the ping-pong: the warpgroups hand each other the turn to issue (bar.arrive on barriers 3, 4); the
+    # default build takes it at head dim 64 only
+    assert "BAR.ARV" in pp and "BAR.ARV" not in over and "BAR.ARV" not in serial
+    assert ("BAR.ARV" in default) == (d == 64)
+    usage = build.disassemble(replace(base, defines=VARIANTS["wgmma"]["overlap"]).compile("sm_90a").cubin,
+                              what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage
-    # the ping-pong: the warpgroups hand each other the turn to issue (bar.arrive, bar.sync on barriers 3, 4)
-    pp = replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1))).compile("sm_90a")
-    assert "BAR.ARV" in pp.sass() and "BAR.ARV" not in two
     with pytest.raises(Exception, match="build with OVERLAP too"):
-        replace(base, defines=(("ASYNCCOPY_ATTN_PINGPONG", 1),)).compile("sm_90a")
+        replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 1))).compile("sm_90a")
 
 
 def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():

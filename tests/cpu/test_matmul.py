@@ -94,7 +94,7 @@ def test_configuration_defaults_and_limits():
     assert (narrow.tile_n, narrow.stages, narrow.b_mn) == (128, 6, False)
     with pytest.raises(ArgumentError, match=r"5 stages of 48 KiB \(tile 128 x 256\) do not fit .* at most 4"):
         matmul.configure(a, b, "bfloat16", H200, stages=5)
-    with pytest.raises(ArgumentError, match=r"takes tiles 128x128, 128x256; tile=96 names none"):
+    with pytest.raises(ArgumentError, match=r"takes tiles 128x64, 128x128, 128x256; tile=96 names none"):
         matmul.configure(a, b, "bfloat16", H200, tile=96)
     with pytest.raises(ArgumentError, match=r"unknown GEMM kernel .dma.; choose one of: wgmma, mma, simt"):
         matmul.configure(a, b, "bfloat16", H200, kernel="dma")

@@ -177,16 +177,18 @@ def test_empty_queries_launch_nothing(torch):
 @pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 64), (1, 2, 2, 300, 77, 128), (2, 2, 1, 333, 1000, 64),
                                    (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("pingpong", [0, 1], ids=["overlap", "pingpong"])
-def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, stages, pingpong):
-    """attention_wgmma.cu built with ASYNCCOPY_ATTN_OVERLAP=1 (Q K^T of the next tile under P V of this one),
-    and with the two warpgroups' ping-pong on top."""
+@pytest.mark.parametrize("stages", [1, 2, 3])
+@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong"])
+def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
+    """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
+    Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works
+    too); and the two warpgroups' ping-pong on top. The default build is one of the last two by head dim."""
     from dataclasses import replace
 
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
+    from asynccopy.attention_kernels import VARIANTS
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, shape, "bfloat16", "bhsd", seed)
     scale = 1.0 / math.sqrt(shape[-1])
@@ -194,7 +196,7 @@ def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, s
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
     cfg = replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal),
-                  defines=(("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", pingpong)))
+                  defines=VARIANTS["wgmma"][variant])
     out = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
     to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
@@ -202,4 +204,4 @@ def test_the_overlap_variant_matches_float64(torch, facts, rng, shape, causal, s
     torch.cuda.synchronize()
     ref, ref_lse = _reference(torch, q, k, v, causal, scale)
     _check(torch, out, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref),
-           f"overlap {shape} causal={causal} stages={stages} pingpong={pingpong} seed={seed}")
+           f"{variant} {shape} causal={causal} stages={stages} seed={seed}")
