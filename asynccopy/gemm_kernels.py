@@ -95,7 +95,7 @@ KERNELS: dict[str, GemmKernel] = {
                    "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
                    "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 64), (128, 128), (128, 256)),
                    64, ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
-                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.35, 0.8, 1.0), tile_stages=(8, 6, 3)),
+                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.57, 0.8, 1.0), tile_stages=(8, 6, 3)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,

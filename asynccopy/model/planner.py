@@ -308,14 +308,21 @@ def _recommend_simulated(p: Plan, fitting: list[StageRow]) -> None:
     dev, why = p.device, p.reasons
     best = min(fitting, key=lambda r: r.ns_per_tile)
     enough = min((r for r in fitting if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages)
+    # the SM's share of bandwidth a tile (read and its result written) takes, against its work
+    def memory_ns(r):
+        return r.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
+
     one = p.row(1)
-    if one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile:
+    # One buffer where a second would save under 5% -- unless the tile is memory-bound: then the blocks of an
+    # SM taking turns (one loads while another computes) is what the simulator credits, and on the H200 at 2
+    # blocks per SM that single buffer was 10-14% slower than 4 (2026-12-01), so Little's law decides below.
+    if (one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile
+            and memory_ns(one) < NEAR_SATURATION * p.busy_ns):
         enough = one
         why.append("load << compute: a second buffer would save under 5%")
     covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
-    # the SM's share of bandwidth a tile (read and its result written) takes, against its work
-    memory = enough.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
-    if enough.stages > 1 and memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
+    memory = memory_ns(enough)
+    if memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
         # At or near the bandwidth: the model's bandwidth is a hard ceiling, but a real memory system
         # approaches it gradually with the bytes in flight, and queues lengthen its latency as it nears
         # it. Keep at least Little's law's worth in flight.

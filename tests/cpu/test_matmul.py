@@ -90,8 +90,12 @@ def test_configuration_defaults_and_limits():
     # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile at its measured 3 stages
     assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 3, False, True)
     narrow = matmul.configure(a, _m(512, 100, row_major=False, lead=512), "bfloat16", H200)
+    # one wave either way: 16 tiles of 128 x 64 (each at 0.57 of the widest's speed) beat 8 of 128 x 128 (0.8);
+    # 8 stages of 24 KiB + 32 KiB of C staging + 2 KiB fit 227 KiB
+    assert (narrow.tile_n, narrow.stages, narrow.b_mn) == (64, 8, False)
+    wide = matmul.configure(a, _m(512, 200, row_major=False, lead=512), "bfloat16", H200, tile=(128, 128))
     # 6 stages of 32 KiB + 32 KiB of C staging + 2 KiB fit 227 KiB; a 7th does not
-    assert (narrow.tile_n, narrow.stages, narrow.b_mn) == (128, 6, False)
+    assert (wide.tile_n, wide.stages) == (128, 6)
     with pytest.raises(ArgumentError, match=r"5 stages of 48 KiB \(tile 128 x 256\) do not fit .* at most 4"):
         matmul.configure(a, b, "bfloat16", H200, stages=5)
     with pytest.raises(ArgumentError, match=r"takes tiles 128x64, 128x128, 128x256; tile=96 names none"):

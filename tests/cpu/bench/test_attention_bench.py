@@ -304,14 +304,17 @@ def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
 
 
 def test_variants_run_beside_their_kernels_default_build():
+    from asynccopy.attention_kernels import VARIANTS
+
     facts = device.lookup("H200")
     p = Problem(1, 4, 4, 1000, 1000, 64, "bfloat16")
-    configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("overlap", "pingpong"))
+    configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("serial", "pingpong"))
     labels = [(label, cfg.stages, cfg.defines) for label, cfg in configs]
     assert ("wgmma", 1, ()) in labels and ("wgmma", 2, ()) in labels
-    assert ("wgmma+overlap", 2, (("ASYNCCOPY_ATTN_OVERLAP", 1),)) in labels
-    assert any(lab == "wgmma+pingpong" and st == 2 for lab, st, _ in labels)
-    assert not any(lab.startswith("wgmma+") and st == 1 for lab, st, _ in labels)  # the overlap needs 2 stages
+    for st in (1, 2):  # K and V on their own barriers: every variant runs from one stage up
+        assert ("wgmma+serial", st, VARIANTS["wgmma"]["serial"]) in labels
+        assert ("wgmma+pingpong", st, VARIANTS["wgmma"]["pingpong"]) in labels
+    assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # mma has no variants
-    with pytest.raises(ArgumentError, match=r"unknown variant 'fast'; known: overlap, pingpong"):
+    with pytest.raises(ArgumentError, match=r"unknown variant 'fast'; known: overlap, pingpong, serial"):
         ab.variants_for(["fast"])

@@ -82,6 +82,22 @@ def test_memory_bound_keeps_littles_law_in_flight():
                         max_stages=8).recommended == 2
 
 
+def test_memory_bound_blocks_taking_turns_do_not_make_one_buffer_enough():
+    # 2 blocks per SM, 32 KiB tiles, little compute: the simulator puts 1 stage at the best (one block loads
+    # while the other computes), but the tile's bytes take longer than its work on the SM's share of the
+    # bandwidth; on the H200 (2026-12-01, bench --plan --tile 8192 --blocks-per-sm 2) 1 stage was 10-14% slower
+    # than 4 there, so the Little's-law rule decides, not the one-buffer shortcut.
+    p = planner.plan(["tile:8192:f32"], threads=256, device="H200", blocks_per_sm=2, compute_ns=200, max_stages=8,
+                     memory=None)
+    assert p.row(1).ns_per_tile <= 1.05 * min(r.ns_per_tile for r in p.rows if r.fits)  # the shortcut's condition holds
+    assert p.recommended >= 3 and "memory-bound" in " ".join(p.reasons)
+    assert "load << compute" not in " ".join(p.reasons)
+    # compute-bound at 2 blocks: one buffer each still suffices where a second saves under 5%
+    slow = planner.plan(["tile:64:f32"], threads=32, device="H200", blocks_per_sm=2, compute_ns=100_000, max_stages=4,
+                        memory=None)
+    assert slow.recommended == 1 and "load << compute" in " ".join(slow.reasons)
+
+
 def test_operand_parsing():
     assert planner.Operand.parse("A:128x32:bf16") == Operand("A", (128, 32), "bfloat16")
     assert planner.Operand.parse("64x64:f32") == Operand("tile", (64, 64), "float32")
