@@ -226,7 +226,8 @@ def _default_configs(p: Problem, causal: bool, kernels, stages, facts, notes) ->
 
 
 def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16", layout: str = "bhsd", kernels=None,
-        stages=None, reps: int = 20, warmup: int = 5, variants=(), progress=default_progress) -> AttentionBench:
+        stages=None, reps: int = 20, warmup: int = 5, variants=(), rounds: int = 3,
+        progress=default_progress) -> AttentionBench:
     """Check and time every implementation on every (shape, causal) problem; ``stages``: the K/V pipeline
     depths to sweep for each asynccopy kernel (None: each kernel's default for the head dim)."""
     if dtype not in DTYPES:
@@ -249,14 +250,15 @@ def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16",
     with torch.cuda.device(facts.device_id), torch.cuda.stream(torch.cuda.ExternalStream(int(s.handle))):
         for n, (shape, c) in enumerate(problems, 1):
             rows += _problem(torch, shape, c, dtype, layout, kernels, stages, impls, s, facts, notes,
-                             reps=reps, warmup=warmup, progress=progress, head=f"problem {n}/{len(problems)}",
+                             reps=reps, warmup=warmup, rounds=rounds, progress=progress,
+                             head=f"problem {n}/{len(problems)}",
                              variants=variants)
     _relative_to_best(rows)
     return AttentionBench(facts.as_dict(), dtype, layout, rows, notes)
 
 
 def _problem(torch, shape, causal, dtype, layout, kernels, stages, sdpa, stream, facts, notes, *, reps, warmup,
-             progress, head, variants=()) -> list[AttentionRow]:
+             progress, head, variants=(), rounds=1) -> list[AttentionRow]:
     label = shape_label(shape) + (" causal" if causal else "")
     ins = Inputs(torch, shape, causal, dtype, layout, facts.l2_bytes)
     progress(f"{head}: {label}, {dtype} {layout}, {ins.sets} rotating input set(s)")
@@ -272,7 +274,7 @@ def _problem(torch, shape, causal, dtype, layout, kernels, stages, sdpa, stream,
     cases += [kernel_case(ins, name, cfg, causal, stream, label, note) for name, cfg in configs]
     work = flops(shape, causal)
     rows = []
-    for t in sweep(cases, stream, warmup=warmup, reps=reps, progress=progress):
+    for t in sweep(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress):
         impl, st, state = t.case.tag
         rows.append(AttentionRow(*shape, causal, impl, st, t.ms, work / (t.ms * 1e-3) / 1e12,
                                  max_abs_error=state["err"], config=state["config"], samples_ms=t.samples))

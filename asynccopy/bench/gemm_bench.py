@@ -116,7 +116,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
 
 
 def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
-        warmup: int = 5, tuning: bool = False, progress=default_progress) -> GemmBench:
+        warmup: int = 5, tuning: bool = False, rounds: int = 3, progress=default_progress) -> GemmBench:
     """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
     implementations that take one (None: each kernel's default; Triton at each of triton_gemm.STAGES);
     ``tuning``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too."""
@@ -146,7 +146,7 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
                 impls = _implementations(torch, ops, dtype, kernels, stages, s, facts, tuned)
                 cases = [_case(f"{m}x{n}x{k} {impl}" + (f" s{st}" if st else ""), impl, config, st, fn, ops, dtype, s)
                          for impl, config, st, fn in impls]
-                for t in sweep(cases, s, warmup=warmup, reps=reps, progress=progress):
+                for t in sweep(cases, s, warmup=warmup, reps=reps, rounds=rounds, progress=progress):
                     impl, config, st, err = t.case.tag
                     tflops = 2 * m * n * k / (t.ms * 1e-3) / 1e12
                     peak = facts.tensor_tflops if dtype != "float32" else facts.fp32_tflops

@@ -185,9 +185,13 @@ class Timed:
         return median(self.samples)
 
 
-def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20,
+def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds: int = 1,
           progress: Callable[[str], None] = default_progress) -> list[Timed]:
-    """Prepare, time and finish every case in order; a line of progress per case."""
+    """Prepare, time and finish every case in order; a line of progress per case. ``rounds`` > 1: prepare
+    them all, then time them in turn, round after round (the reps split over the rounds, one more warm-up
+    run at each case's turn), so that a clock that drifts as the GPU warms weighs on every case alike."""
+    if rounds > 1:
+        return _sweep_rounds(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress)
     out: list[Timed] = []
     for i, case in enumerate(cases, 1):
         t0 = time.perf_counter()
@@ -206,4 +210,44 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20,
         out += [Timed(case, p, samples) for p, samples in got.items()]
         figures = case.describe(got) if case.describe else " ".join(f"{median(s):.3f}" for s in got.values()) + " ms"
         progress(f"{head}: {figures}  ({time.perf_counter() - t0:.1f} s)")
+    return out
+
+
+def _sweep_rounds(cases: list[Case], stream, *, warmup: int, reps: int, rounds: int,
+                  progress: Callable[[str], None]) -> list[Timed]:
+    ready: list[Case] = []
+    try:
+        for i, case in enumerate(cases, 1):
+            head = f"[{i:3d}/{len(cases)}] {case.label}"
+            try:
+                case.prepare()
+            except Skip as why:
+                progress(f"{head}: skipped ({why})")
+                case.finish()
+                continue
+            except BaseException:
+                case.finish()
+                raise
+            ready.append(case)
+            progress(f"{head}: ready")
+        got = {id(c): {p: [] for p in c.points} for c in ready}
+        per = -(-reps // rounds)
+        for r in range(rounds):
+            t0 = time.perf_counter()
+            for case in ready:
+                for p in case.points:
+                    got[id(case)][p] += time_ms(lambda i, p=p, run=case.run: run(p, i), stream,
+                                                warmup=warmup if r == 0 else 1, reps=per)
+            progress(f"round {r + 1}/{rounds}: {len(ready)} case(s) timed ({time.perf_counter() - t0:.1f} s)")
+        for case in ready:
+            case.verify()
+    finally:
+        for case in ready:
+            case.finish()
+    out: list[Timed] = []
+    for case in ready:
+        samples = got[id(case)]
+        out += [Timed(case, p, s) for p, s in samples.items()]
+        figures = case.describe(samples) if case.describe else " ".join(f"{median(s):.3f}" for s in samples.values()) + " ms"
+        progress(f"{case.label}: {figures}")
     return out

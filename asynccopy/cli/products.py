@@ -21,6 +21,10 @@ def _shapes(text: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
+ROUNDS_HELP = ("time every implementation of a problem in turn, this many rounds (the reps split over them), so "
+               "that a clock drifting as the GPU warms weighs on each alike (default 3; 1: each in one go)")
+
+
 def add_gemm(suites) -> None:
     from ..bench import gemm_bench
 
@@ -32,6 +36,7 @@ def add_gemm(suites) -> None:
     p.add_argument("--stages", type=common.ints, default=None, help="sweep these stage counts")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3, help=ROUNDS_HELP)
     p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape")
     p.add_argument("--tune", action="store_true",
                    help="tune each shape first (asynccopy.gemm.tune: the record is kept in the cache directory)")
@@ -60,6 +65,7 @@ def add_attention(suites) -> None:
                    help="sweep the K/V pipeline depth of each asynccopy kernel (counts that do not fit are skipped)")
     p.add_argument("--reps", type=int, default=None, help="timed runs of each (default 20; 10 with --quick)")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3, help=ROUNDS_HELP)
     p.add_argument("--png", default=None, help="TFLOP/s against stages, a panel per shape, causal or not")
     common.add_output_flags(p)
     p.add_argument("--plan", action="store_true",
@@ -89,7 +95,7 @@ def cmd_gemm(args) -> int:
         check_int(st, "each of --stages", 1, 32)
     stages = _swept(args, GEMM_PLAN_STAGES)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=stages, reps=args.reps,
-                            warmup=args.warmup, tuning=args.tune)
+                            warmup=args.warmup, tuning=args.tune, rounds=check_int(args.rounds, "--rounds", 1, 1000))
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),
@@ -122,7 +128,7 @@ def cmd_attention(args) -> int:
     stages = _swept(args, ATTENTION_PLAN_STAGES)
     result = ab.run(shapes, causal={"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
                     dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=stages, reps=reps,
-                    warmup=args.warmup, variants=args.variants or ())
+                    warmup=args.warmup, variants=args.variants or (), rounds=check_int(args.rounds, "--rounds", 1, 1000))
     print(report.table(result.rows, ab.COLUMNS))
     from ..bench import attention_plan
 

@@ -138,10 +138,14 @@ def test_the_first_kernel_that_can_take_the_operands_is_chosen():
 
 def test_the_default_tile_weighs_idle_sms_against_the_wide_tiles_speed():
     rec = matmul.KERNELS["wgmma"]
-    assert rec.default_tile(128, 8192, 132) == (128, 128)  # 64 narrow tiles in one wave, not 32 wide ones
-    assert rec.default_tile(1024, 1024, 132) == (128, 128)
+    # one wave of 128 tiles of 128 x 64 (0.57 of the widest's speed) before 64 of 128 x 128 (0.8) or 32 wide ones
+    # (H200, 2026-12-01: 128x8192x8192 418 TFLOP/s at 128 x 64 against about 380 at 128 x 128)
+    assert rec.default_tile(128, 8192, 132) == (128, 64)
+    assert rec.default_tile(1024, 1024, 132) == (128, 64)  # 210 against 186 TFLOP/s, the same run
+    assert rec.default_tile(2048, 2048, 132) == (128, 256)  # one wave of 128 wide tiles
     assert rec.default_tile(8192, 8192, 132) == (128, 256)  # full waves either way: the faster tile
-    assert rec.default_tile(100, 100, 132) == (128, 128)  # one tile either way: the smaller
+    assert rec.default_tile(3000, 5000, 132) == (128, 256)
+    assert rec.default_tile(100, 100, 132) == (128, 64)  # two SMs on half the columns each, not one on all
 
 
 def test_layouts_name_their_majors():

@@ -256,3 +256,33 @@ def test_rotation_sets_put_three_l2s_between_two_uses_of_a_set():
         n = rotation_sets(size, l2)
         assert (n - 1) * size >= 3 * l2  # the other sets, touched between two uses of one
     assert rotation_sets(1 << 20, l2, 64) == 64
+
+
+def test_rounds_time_every_case_in_turn_and_finish_each_once(monkeypatch):
+    from asynccopy.bench import harness
+
+    calls = []
+
+    def fake_time_ms(fn, stream, *, warmup, reps):
+        fn(0)
+        calls.append((warmup, reps))
+        return [1.0] * reps
+
+    monkeypatch.setattr(harness, "time_ms", fake_time_ms)
+    order, finished = [], []
+
+    def case(label, skip=False):
+        def prepare():
+            if skip:
+                raise harness.Skip("cannot run here")
+
+        return harness.Case(label, (None,), prepare, lambda p, i: order.append(label),
+                            finish=lambda: finished.append(label))
+
+    lines = []
+    got = harness.sweep([case("a"), case("b", skip=True), case("c")], None, warmup=3, reps=10, rounds=3,
+                        progress=lines.append)
+    assert order == ["a", "c"] * 3  # in turn, round after round; the skipped case never runs
+    assert calls == [(3, 4), (3, 4), (1, 4), (1, 4), (1, 4), (1, 4)]  # ceil(10 / 3) reps a turn; a warm-up run after
+    assert [t.case.label for t in got] == ["a", "c"] and all(len(t.samples) == 12 for t in got)
+    assert sorted(finished) == ["a", "b", "c"] and any("skipped (cannot run here)" in x for x in lines)
