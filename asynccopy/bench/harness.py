@@ -189,7 +189,8 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds:
           progress: Callable[[str], None] = default_progress) -> list[Timed]:
     """Prepare, time and finish every case in order; a line of progress per case. ``rounds`` > 1: prepare
     them all, then time them in turn, round after round (the reps split over the rounds, one more warm-up
-    run at each case's turn), so that a clock that drifts as the GPU warms weighs on every case alike."""
+    run at each case's turn; at most one round per rep), so that a clock that drifts as the GPU warms weighs on
+    every case alike."""
     if rounds > 1:
         return _sweep_rounds(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress)
     out: list[Timed] = []
@@ -231,9 +232,10 @@ def _sweep_rounds(cases: list[Case], stream, *, warmup: int, reps: int, rounds: 
             ready.append(case)
             progress(f"{head}: ready")
         got = {id(c): {p: [] for p in c.points} for c in ready}
-        per = -(-reps // rounds)
+        rounds = min(rounds, reps)
         for r in range(rounds):
             t0 = time.perf_counter()
+            per = reps // rounds + (r < reps % rounds)  # the reps in all: the first rounds take the remainder
             for case in ready:
                 for p in case.points:
                     got[id(case)][p] += time_ms(lambda i, p=p, run=case.run: run(p, i), stream,

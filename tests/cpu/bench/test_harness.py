@@ -283,6 +283,9 @@ def test_rounds_time_every_case_in_turn_and_finish_each_once(monkeypatch):
     got = harness.sweep([case("a"), case("b", skip=True), case("c")], None, warmup=3, reps=10, rounds=3,
                         progress=lines.append)
     assert order == ["a", "c"] * 3  # in turn, round after round; the skipped case never runs
-    assert calls == [(3, 4), (3, 4), (1, 4), (1, 4), (1, 4), (1, 4)]  # ceil(10 / 3) reps a turn; a warm-up run after
-    assert [t.case.label for t in got] == ["a", "c"] and all(len(t.samples) == 12 for t in got)
+    assert calls == [(3, 4), (3, 4), (1, 3), (1, 3), (1, 3), (1, 3)]  # 10 reps as 4 + 3 + 3; one warm-up run after
+    assert [t.case.label for t in got] == ["a", "c"] and all(len(t.samples) == 10 for t in got)
     assert sorted(finished) == ["a", "b", "c"] and any("skipped (cannot run here)" in x for x in lines)
+    calls.clear()
+    got = harness.sweep([case("a")], None, warmup=1, reps=2, rounds=3, progress=lines.append)
+    assert calls == [(1, 1), (1, 1)] and len(got[0].samples) == 2  # no more rounds than reps
