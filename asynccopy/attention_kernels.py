@@ -30,7 +30,7 @@ class AttentionKernel:
     min_cc: tuple[int, int]
     dtypes: tuple[str, ...]
     head_dims: tuple[int, ...]
-    tile: tuple[int, int]  # (queries per block, keys per K/V tile)
+    tile: tuple[int, int]  # (queries per block, keys per K/V tile); with `consumers`, 64 queries per consumer instead
     threads: int
     sass: tuple[str, ...]  # opcodes its cubin must hold
     default_stages: tuple[int, ...]  # per head dim, in the order of head_dims (fewer where they do not fit)
@@ -40,34 +40,49 @@ class AttentionKernel:
     operands: str = "pointers"  # or "tma": tensor maps (see above)
     q_smem: bool = False  # Q's tile keeps shared memory of its own, beside the stages (+ 1024 bytes of slack to
     # align the 128B-swizzled buffers at run time)
+    # per head dim (the order of head_dims): consumer warpgroups of 64 queries each beside one producer warpgroup
+    # (the block is 64 x that many queries, 128 x (that + 1) threads); () for a kernel without warpgroups
+    consumers: tuple[int, ...] = ()
+
+    def consumers_for(self, head_dim: int) -> int | None:
+        return dict(zip(self.head_dims, self.consumers)).get(head_dim) if self.consumers else None
+
+    def tile_for(self, head_dim: int, consumers: int | None = None) -> tuple[int, int]:
+        """(queries per block, keys per K/V tile) at this head dim (and this many consumer warpgroups)."""
+        c = consumers or self.consumers_for(head_dim)
+        return (64 * c, self.tile[1]) if c else self.tile
+
+    def threads_for(self, head_dim: int, consumers: int | None = None) -> int:
+        c = consumers or self.consumers_for(head_dim)
+        return 128 * (c + 1) if c else self.threads
 
     def stage_bytes(self, head_dim: int, itemsize: int = 2) -> int:
         """One stage: a K and a V tile. (The mma kernel reads its Q tile, as large as one stage, into
         registers before the pipeline fills the last stage, so it takes no memory of its own.)"""
         return 2 * self.tile[1] * head_dim * itemsize
 
-    def static_bytes(self, head_dim: int, itemsize: int = 2) -> int:
+    def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None) -> int:
         """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them."""
-        return self.tile[0] * head_dim * itemsize + 1024 if self.q_smem else 0
+        return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024 if self.q_smem else 0
 
-    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2) -> int:
+    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None) -> int:
         """The most stages (up to max_stages) that fit ``smem_limit`` bytes a block may use."""
-        room = smem_limit - self.smem_reserve - self.static_bytes(head_dim, itemsize)
+        room = smem_limit - self.smem_reserve - self.static_bytes(head_dim, itemsize, consumers)
         return max(0, min(self.max_stages, room // self.stage_bytes(head_dim, itemsize)))
 
 
 KERNELS: dict[str, AttentionKernel] = {
     k.name: k
     for k in (
-        # kernel=None takes the first record that can take the inputs: wgmma on Hopper (H200, 2026-12-01, bf16:
-        # 69-93% of cuDNN's SDPA over the bench's 26 problems, mma 38-55%), mma elsewhere
+        # kernel=None takes the first record that can take the inputs: wgmma on Hopper (H200, 2026-12-02, bf16:
+        # 84-104% of cuDNN's SDPA over the bench's 26 problems, mma 40-57%), mma elsewhere
         AttentionKernel("wgmma", "FlashAttention-3 structure: a TMA producer warp (Q once, K and V on their own "
                         "full barriers per stage, 128B swizzle), two consumer warpgroups with wgmma from shared "
                         "memory for Q K^T and from registers for P V, online softmax in registers, O through "
                         "shared memory and TMA stores, setmaxnreg",
                         "attention_wgmma.cu", "attention_wgmma", (9, 0), DTYPES, (64, 128), (128, 128), 384,
                         ("UTMALDG", "HGMMA", "UTMASTG"), (3, 2), max_stages=8, arch_specific=True, operands="tma",
-                        q_smem=True, smem_reserve=2048),
+                        q_smem=True, smem_reserve=2048, consumers=(3, 2)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -79,10 +94,12 @@ KERNELS: dict[str, AttentionKernel] = {
 
 # Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
 # the -D macros (the kernel file's header says what each does).
+CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
-              "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1))},
+              "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1)),
+              "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),)},
 }
 
 
@@ -100,13 +117,28 @@ class AttentionConfig:
     def record(self) -> AttentionKernel:
         return KERNELS[self.kernel]
 
+    @property
+    def consumers(self) -> int | None:
+        """The consumer warpgroups of a block: the kernel's knob where a variant sets it, else the record's."""
+        knob = dict(self.defines).get(CONSUMERS_KNOB)
+        return int(knob) if knob is not None and int(knob) > 0 else self.record.consumers_for(self.head_dim)
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        return self.record.tile_for(self.head_dim, self.consumers)
+
+    @property
+    def threads(self) -> int:
+        return self.record.threads_for(self.head_dim, self.consumers)
+
     def name_expression(self) -> str:
         return f"{self.record.template}<{_STORAGE[self.dtype]}, {self.head_dim}, {self.stages}, {int(self.causal)}>"
 
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
-        return self.stages * self.record.stage_bytes(self.head_dim, size) + self.record.static_bytes(self.head_dim, size)
+        return (self.stages * self.record.stage_bytes(self.head_dim, size)
+                + self.record.static_bytes(self.head_dim, size, self.consumers))
 
     def compile(self, arch: str | None = None) -> build.Module:
         rec = self.record
@@ -145,9 +177,10 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
     from .model import planner
 
     size = ITEMSIZE[dtype]
-    ops = [planner.Operand("K", (rec.tile[1], head_dim), dtype), planner.Operand("V", (rec.tile[1], head_dim), dtype)]
+    bn = rec.tile_for(head_dim)[1]
+    ops = [planner.Operand("K", (bn, head_dim), dtype), planner.Operand("V", (bn, head_dim), dtype)]
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
     fit = rec.fit(head_dim, facts.smem_per_block_optin, size)
-    return planner.plan(ops, threads=rec.threads, device=dev, compute_ns=tile_ns, blocks_per_sm=1,
+    return planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                         max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
                         costs=costs, memory=None, bandwidth=bandwidth)

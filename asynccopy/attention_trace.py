@@ -22,15 +22,21 @@ from .errors import ArgumentError, AsyncCopyError, check_int
 from .model import simulate
 from .trace import clocked_blocks
 
-# the kernel's layout (attention_wgmma.cu: TRACE_TILES, PRODUCER_EVENTS, CONSUMER_EVENTS): per block a header of 4 words, then
-# per tile PRODUCER_EVENTS + CONSUMERS x CONSUMER_EVENTS words
+# the kernel's layout (attention_wgmma.cu: TRACE_TILES, PRODUCER_EVENTS, CONSUMER_EVENTS, TILE_WORDS_OF,
+# TRACE_STRIDE_OF): per block a header of 4 words, then per tile PRODUCER_EVENTS + consumers x CONSUMER_EVENTS
+# words, for the block's consumer warpgroups (AttentionConfig.consumers: 3 at head dim 64, 2 at 128)
 MAX_TILES = 64
 HEADER = 4
 PRODUCER_EVENTS = ("k_issued", "v_issued")
 CONSUMER_EVENTS = ("k_ready", "s_done", "softmax_done", "v_ready", "pv_done")
-CONSUMERS = 2
-TILE_WORDS = len(PRODUCER_EVENTS) + CONSUMERS * len(CONSUMER_EVENTS)
-STRIDE = HEADER + MAX_TILES * TILE_WORDS
+
+
+def tile_words(consumers: int) -> int:
+    return len(PRODUCER_EVENTS) + consumers * len(CONSUMER_EVENTS)
+
+
+def stride(consumers: int) -> int:
+    return HEADER + MAX_TILES * tile_words(consumers)
 
 
 @dataclass
@@ -56,22 +62,22 @@ class AttentionBlockTrace:
         return max((len(c) for c in self.consumers), default=0)
 
 
-def buffer_words(blocks: int) -> int:
-    return blocks * STRIDE
+def buffer_words(blocks: int, consumers: int) -> int:
+    return blocks * stride(consumers)
 
 
-def decode(raw: np.ndarray, blocks: int) -> list[AttentionBlockTrace]:
+def decode(raw: np.ndarray, blocks: int, consumers: int) -> list[AttentionBlockTrace]:
     """Every block's trace that recorded one; a tile a consumer did not finish is left out."""
     out = []
-    for b, words, ns, _ in clocked_blocks(raw, blocks, STRIDE):
-        ev = words.reshape(MAX_TILES, TILE_WORDS)
-        trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(CONSUMERS)])
+    for b, words, ns, _ in clocked_blocks(raw, blocks, stride(consumers)):
+        ev = words.reshape(MAX_TILES, tile_words(consumers))
+        trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(consumers)])
         for j in range(MAX_TILES):
             if ev[j, 0]:
                 trace.k_issued[j] = ns(ev[j, 0])
             if ev[j, 1]:
                 trace.v_issued[j] = ns(ev[j, 1])
-            for w in range(CONSUMERS):
+            for w in range(consumers):
                 stamps = ev[j, len(PRODUCER_EVENTS) + w * len(CONSUMER_EVENTS):][: len(CONSUMER_EVENTS)]
                 if all(stamps):
                     trace.consumers[w].append(ConsumerTile(j, *(ns(x) for x in stamps)))
@@ -111,14 +117,14 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
     cfg = dataclasses.replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal), trace=True)
     got = torch.empty_like(q)
     to = att.Tensor4("out", tuple(got.shape), tuple(got.stride()), p.dtype, got.data_ptr(), tq.device_id)
-    blocks = -(-q_len // cfg.record.tile[0]) * heads * batch
-    buf = torch.zeros(buffer_words(blocks), dtype=torch.int64, device="cuda")
+    blocks = -(-q_len // cfg.tile[0]) * heads * batch
+    buf = torch.zeros(buffer_words(blocks, cfg.consumers), dtype=torch.int64, device="cuda")
     att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / head_dim ** 0.5, stream=s, facts=facts, trace_ptr=buf.data_ptr())
     s.sync()
     # the same arithmetic (the compiler may schedule the two builds apart: within rounding, not bitwise)
     if got.isnan().any() or not torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-3):
         raise AsyncCopyError("the traced wgmma attention kernel computed another result than the untraced one")
-    return cfg, decode(buf.cpu().numpy().view(np.uint64), blocks)
+    return cfg, decode(buf.cpu().numpy().view(np.uint64), blocks, cfg.consumers)
 
 
 def summary(block: AttentionBlockTrace) -> dict[str, float]:
@@ -160,6 +166,7 @@ def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim
     from .plotting import pyplot
 
     plt = pyplot()
+    n_wg = len(block.consumers)
     sim = simulated(block, stages, head_dim, facts)
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(11, 5.2), gridspec_kw={"height_ratios": [3, 2]})
     first = [t for t in block.consumers[0][:tiles]]
@@ -168,18 +175,18 @@ def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim
     for t in first:
         issued = block.k_issued.get(t.tile)
         if issued is not None:
-            ax.broken_barh([((issued - t0) / 1e3, (t.k_ready - issued) / 1e3)], (2 * CONSUMERS, 0.8),
+            ax.broken_barh([((issued - t0) / 1e3, (t.k_ready - issued) / 1e3)], (2 * n_wg, 0.8),
                            color="tab:blue", edgecolor="white")
     colors = {"Q K^T": "tab:orange", "softmax": "tab:green", "P V": "tab:red"}
     for w, tiles_w in enumerate(block.consumers):
-        y = 2 * (CONSUMERS - 1 - w)
+        y = 2 * (n_wg - 1 - w)
         for t in tiles_w[:tiles]:
             pv0 = max(t.v_ready, t.softmax_done)
             for (a, b), name in (((t.k_ready, t.s_done), "Q K^T"), ((t.s_done, t.softmax_done), "softmax"),
                                  ((pv0, t.pv_done), "P V")):
                 ax.broken_barh([((a - t0) / 1e3, max(b - a, 0) / 1e3)], (y, 0.8), color=colors[name], edgecolor="white")
-    ax.set_yticks([2 * (CONSUMERS - 1 - w) + 0.4 for w in range(CONSUMERS)] + [2 * CONSUMERS + 0.4],
-                  [f"consumer {w}" for w in range(CONSUMERS)] + ["K load"])
+    ax.set_yticks([2 * (n_wg - 1 - w) + 0.4 for w in range(n_wg)] + [2 * n_wg + 0.4],
+                  [f"consumer {w}" for w in range(n_wg)] + ["K load"])
     ax.set_xlim(0, (end - t0) / 1e3 * 1.02 if end > t0 else 1)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()] + [plt.Rectangle((0, 0), 1, 1,
                                                                                                color="tab:blue")]

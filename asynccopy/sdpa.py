@@ -225,9 +225,9 @@ def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4,
         return
     strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    grid = (-(-p.q_len // cfg.record.tile[0]), p.heads, p.batch)
+    grid = (-(-p.q_len // cfg.tile[0]), p.heads, p.batch)
     build.launch(kernel, q.ptr, k.ptr, v.ptr, out.ptr, lse_ptr, *strides, np.int32(p.group), np.int32(p.q_len),
-                 np.int32(p.k_len), np.float32(scale), grid=grid, block=cfg.record.threads, stream=stream,
+                 np.int32(p.k_len), np.float32(scale), grid=grid, block=cfg.threads, stream=stream,
                  shmem=cfg.smem_bytes)
 
 
@@ -280,12 +280,12 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
                 scale: float, *, stream, facts, trace_ptr: int = 0) -> None:
     """The TMA kernel: Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each
     consumer warpgroup stores its own) x 64 columns of head_dim."""
-    bm, bn = cfg.record.tile
+    bm, bn = cfg.tile
     maps = (_map(q, bm), _map(k, bn), _map(v, bn), _map(out, 64))
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
     grid = (-(-p.q_len // bm), p.heads, p.batch)
     build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
-                 np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.record.threads,
+                 np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.threads,
                  stream=stream, shmem=cfg.smem_bytes)
 
 

@@ -142,7 +142,7 @@ def backend_case(torch, ins: Inputs, impl: str, backend, causal: bool, stream, l
 def kernel_case(ins: Inputs, name: str, cfg, causal: bool, stream, label: str, note) -> Case:
     """One asynccopy configuration: through asynccopy.attention, or (a compile-time variant, cfg.defines)
     through the same checks and launch with that configuration."""
-    state = {"config": f"tile {cfg.record.tile[0]}x{cfg.record.tile[1]}", "err": 0.0}
+    state = {"config": f"tile {cfg.tile[0]}x{cfg.tile[1]}", "err": 0.0}
 
     def call(i):
         if cfg.defines:

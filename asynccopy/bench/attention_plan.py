@@ -20,9 +20,9 @@ class PlanRow:
     ratio: float | None  # measured at the planned stage count / best (None: not swept)
 
 
-def key_tiles(rec, q_len: int, k_len: int, causal: bool) -> int:
+def key_tiles(rec, q_len: int, k_len: int, causal: bool, head_dim: int) -> int:
     """The key tiles one (batch, head) walks over all its query tiles (causal: none past a tile's last query)."""
-    bm, bn = rec.tile
+    bm, bn = rec.tile_for(head_dim)
     total = 0
     for q0 in range(0, q_len, bm):
         n = -(-k_len // bn)
@@ -49,7 +49,7 @@ def plan_check(result: AttentionBench, memory="cached") -> list[PlanRow]:
         rec = KERNELS[name]
         b, h, _, lq, lk, d, causal = key
         best = min(by, key=lambda s: by[s].ms)
-        per_sm = b * h * key_tiles(rec, lq, lk, causal) / facts.sm_count
+        per_sm = b * h * key_tiles(rec, lq, lk, causal, d) / facts.sm_count
         tile_ns = by[best].ms * 1e6 / max(per_sm, 1.0)
         p = plan_stages(rec, d, result.dtype, facts, tile_ns=tile_ns, memory=memory)
         at = by.get(p.recommended)

@@ -1,5 +1,5 @@
 // attention_wgmma.cu — attention forward on Hopper (sm_90a), the FlashAttention-3 design: a producer
-// warp loads Q once and K / V tiles through a STAGES-deep ring with TMA, two consumer warpgroups run
+// warp loads Q once and K / V tiles through a STAGES-deep ring with TMA, two or three consumer warpgroups run
 // wgmma from shared memory (S = Q K^T) and from registers (O += P V), online softmax in between.
 //
 // What: out[b, h, i, :] = sum_j softmax_j(scale * q_i . k_j) v_j for query head h, key/value head
@@ -8,22 +8,25 @@
 // when asked for. Q, K, V and out are 4-D tensor maps over (head_dim, seq, heads, batch), innermost
 // first, with any strides that are multiples of 16 bytes (so both the (batch, heads, seq, head_dim)
 // and the (batch, seq, heads, head_dim) memory layouts work without a copy).
-// How: a block is 3 warpgroups and one 128-query tile of one (batch, head); its K / V tiles are BN = 128
+// How: a block is 1 + CONSUMERS warpgroups and one tile of 64 x CONSUMERS queries of one (batch, head)
+// (CONSUMERS 3 at head dim 64, 2 at 128: ASYNCCOPY_ATTN_CONSUMERS below); its K / V tiles are BN = 128
 // keys. Warpgroup 0 is the producer: its thread 0 issues Q's load (one box per 64 columns of head_dim,
-// 128B swizzle) on full_q, then for each K / V tile waits for a free stage (empty[s]) and loads K on
-// full_k[s] and V on full_v[s] (separate barriers, so S = Q K^T starts before V has landed). Boxes
-// past the sequence's end come back zero-filled. Warpgroups 1 and 2 are consumers, each owning 64 query
+// 128B swizzle) on full_q, then for each K / V tile waits for the stage's K to be free (empty_k[s]) and
+// loads K on full_k[s], then the same for V (empty_v[s], full_v[s]): S = Q K^T starts before V has landed,
+// and K is refilled once S is done, a softmax before V is released. Boxes
+// past the sequence's end come back zero-filled. Warpgroups 1 .. CONSUMERS are consumers, each owning 64 query
 // rows: per tile, S (64 x 128, f32, in registers) = Q K^T by D / 16 wgmma m64n128k16 from shared memory;
 // masking (keys >= k_len, and past the diagonal when CAUSAL) only on the tiles that need it; the row
 // maxima and sums by quad shuffles; O rescaled; P rounded to T straight into the A-fragment registers of
 // the next product (the accumulator layout of 16 columns is the register A layout of a k16 step:
 // wgmma.cuh, WgmmaRS); O (64 x D) += P V by BN / 16 wgmma m64nDk16 with V MN-major in shared memory;
-// the stage handed back (one arrival per consumer warp). Causal blocks skip the key tiles wholly past
+// K and V handed back (one arrival per consumer warp each). Causal blocks skip the key tiles wholly past
 // their last query, and the grid runs its query tiles last-first so that the longest start first.
 // Epilogue: O / l rounded to T into the consumer's own rows of Q's buffer (the same 128B-swizzled
 // [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns; rows past q_len
-// are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240).
-// Shared memory (dynamic, 1024-byte aligned): Q [D / 64][128][64]; then per stage K [D / 64][BN][64]
+// are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240
+// each with two, 160 with three).
+// Shared memory (dynamic, 1024-byte aligned): Q [D / 64][BM][64]; then per stage K [D / 64][BN][64]
 // and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA).
 // Traced (-DASYNCCOPY_TRACE=1): one more argument, the buffer asynccopy.attention_trace decodes (the layout
 // at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
@@ -45,11 +48,8 @@ using u64 = unsigned long long;
 
 namespace {
 
-constexpr int BM = 128;       // queries per block: 64 per consumer warpgroup
 constexpr int BN = 128;       // keys per K / V tile
-constexpr int CONSUMERS = 2;  // consumer warpgroups
 constexpr int PRODUCER_REGS = 24;
-constexpr int CONSUMER_REGS = 240;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 // Compile-time knobs (-D), for measuring variants (asynccopy bench attention --variants):
 //   ASYNCCOPY_ATTN_OVERLAP (default 1) issues Q K^T of the next key tile with P V of this one and runs the
@@ -66,7 +66,16 @@ constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 constexpr bool OVERLAP = ASYNCCOPY_ATTN_OVERLAP != 0;
 template <int D>
 constexpr bool PING_PONG = ASYNCCOPY_ATTN_PINGPONG < 0 ? OVERLAP && D == 64 : ASYNCCOPY_ATTN_PINGPONG != 0;
-constexpr int TURN_BARRIER = 3;  // named barriers TURN_BARRIER + w: warpgroup w's turn to issue (1, 2: epilogue)
+//   ASYNCCOPY_ATTN_CONSUMERS: consumer warpgroups of 64 queries a block (2 or 3); 0 (default): 3 at head dim 64
+//   (192 queries a block share each K / V tile, as FlashAttention-3 does there), 2 at 128. The Python side
+//   reads the knob too (AttentionConfig.consumers): the grid, the block and Q's box follow it.
+#ifndef ASYNCCOPY_ATTN_CONSUMERS
+#define ASYNCCOPY_ATTN_CONSUMERS 0
+#endif
+template <int D>
+constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSUMERS : D == 64 ? 3 : 2;
+// named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
+constexpr int TURN_BARRIER = 4;
 #define NEG_INF __int_as_float(0xff800000u)
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
@@ -99,7 +108,7 @@ __device__ __forceinline__ float quad_sum(float x)
 
 // S = Q K^T issued for one key tile (one commit group): A = the warpgroup's 64 rows of Q (K-major), B = K^T
 // (K [keys][D]: K-major too), D / 16 steps of k16 over the panels of 64 columns.
-template <class Tag, int D>
+template <class Tag, int D, int BM>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[BN / 2], const unsigned short* q_w, const unsigned short* k_s)
 {
     ac::wgmma_fence();
@@ -205,8 +214,10 @@ __device__ __forceinline__ void pack_p(unsigned (&pa)[BN / 16][4], const float (
 // (S = Q K^T starts), S done, softmax done (P in registers), V there, P V done: clock64, by one thread each.
 constexpr int TRACE_TILES = 64;
 constexpr int PRODUCER_EVENTS = 2, CONSUMER_EVENTS = 5;
-constexpr int TILE_WORDS = PRODUCER_EVENTS + CONSUMERS * CONSUMER_EVENTS;
-constexpr int TRACE_STRIDE = ac::trace::HEADER + TRACE_TILES * TILE_WORDS;
+template <int C>
+constexpr int TILE_WORDS_OF = PRODUCER_EVENTS + C * CONSUMER_EVENTS;  // the kernel's TILE_WORDS, TRACE_STRIDE
+template <int C>
+constexpr int TRACE_STRIDE_OF = ac::trace::HEADER + TRACE_TILES * TILE_WORDS_OF<C>;
 enum ProducerEvent { K_ISSUED = 0, V_ISSUED = 1 };
 enum ConsumerEvent { K_READY = 0, S_DONE = 1, SOFTMAX_DONE = 2, V_READY = 3, PV_DONE = 4 };
 
@@ -229,7 +240,7 @@ enum ConsumerEvent { K_READY = 0, S_DONE = 1, SOFTMAX_DONE = 2, V_READY = 3, PV_
 // 8 ((i >> 1) & 1) of the warpgroup's 64 rows, column 8 (i >> 2) + 2 (t % 4) + (i & 1). A thread
 // holds two rows (r0, r0 + 8): registers with (i >> 1) & 1 == 0 are r0's, the others r0 + 8's.
 template <class T, int D, int STAGES, int CAUSAL>
-__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+__global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     attention_wgmma(const __grid_constant__ ac::TensorMap map_q, const __grid_constant__ ac::TensorMap map_k,
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
                     float* __restrict__ lse, int heads, int group, int q_len, int k_len,
@@ -238,6 +249,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
     constexpr bool PINGPONG = PING_PONG<D>;
+    constexpr int CONSUMERS = CONSUMERS_OF<D>;
+    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
+    constexpr int BM = 64 * CONSUMERS;  // queries per block: 64 per consumer warpgroup
+    // the registers the producer gives up, shared by the consumers (setmaxnreg: multiples of 8, 64 K a block)
+    constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
+    static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
+    constexpr int TILE_WORDS = TILE_WORDS_OF<CONSUMERS>;
+    constexpr int TRACE_STRIDE = TRACE_STRIDE_OF<CONSUMERS>;
+    (void)TILE_WORDS;
+    (void)TRACE_STRIDE;
     static_assert(!PINGPONG || OVERLAP, "the ping-pong alternates the issue of both products: build with OVERLAP too");
     using Tag = typename ac::WgmmaType<T>::tag;
     constexpr int PANELS = D / PANEL;
@@ -310,7 +331,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         return;
     }
 
-    // the consumers: warpgroup w = 0, 1 owns queries q0 + 64w .. q0 + 64w + 63
+    // the consumers: warpgroup w = 0 .. CONSUMERS - 1 owns queries q0 + 64w .. q0 + 64w + 63
     ac::setmaxnreg_inc<CONSUMER_REGS>();
     const int w = warpgroup - 1;
     const int t = threadIdx.x % 128, lane = t % 32;
@@ -349,7 +370,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
             AT_CONSUMER(j, K_READY);
             ac::accumulator_fence(acc_s);
-            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(j));
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_s);
             release(&empty_k[s]);
@@ -373,8 +394,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
         // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
         // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
-        // for this warpgroup's turn and then hands the turn to the other; warpgroup 1 opens with
-        // warpgroup 0's first turn and does not pass its last, so every bar.sync meets as many bar.arrive.
+        // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
+        // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
+        // as many bar.arrive.
         const int turns = kv_tiles + 1;
         int turn = 0;
         auto my_turn = [&] {
@@ -382,17 +404,18 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         };
         auto pass_turn = [&] {
             if constexpr (PINGPONG) {
-                if (w == 0 || ++turn < turns) ac::named_barrier_arrive(TURN_BARRIER + (w ^ 1), 256);
+                if (w != CONSUMERS - 1 || ++turn < turns)
+                    ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
             }
         };
         if constexpr (PINGPONG) {
-            if (w == 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+            if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
         }
         ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
         AT_CONSUMER(0, K_READY);
         ac::accumulator_fence(acc_s);
         my_turn();
-        issue_qk<Tag, D>(acc_s, q_w, k_tile(0));
+        issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(0));
         pass_turn();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_s);
@@ -410,7 +433,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             ac::accumulator_fence(acc_s);
             ac::accumulator_fence(acc_o);
             my_turn();
-            issue_qk<Tag, D>(acc_s, q_w, k_tile(j));
+            issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(j));
             rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
             issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
             pass_turn();

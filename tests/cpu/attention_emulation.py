@@ -72,7 +72,7 @@ import math
 import numpy as np
 
 from asynccopy import swizzle
-from asynccopy.attention_kernels import AttentionConfig
+from asynccopy.attention_kernels import CONSUMERS_KNOB, AttentionConfig
 
 DTYPES = ("float16", "bfloat16")
 LOG2E = 1.4426950408889634
@@ -792,18 +792,22 @@ def run_agents(agents: dict, order, tma: Tma) -> None:
 # ---------------------------------------------------------------------------------------------
 # emulate_wgmma: attention_wgmma.cu
 
-WG_BM, WG_BN, WG_CONSUMERS, WG_PANEL = 128, 128, 2, 64  # .cu "BM = 128; BN = 128; CONSUMERS = 2; PANEL = 64"
-TURN_BARRIER = 3  # .cu "constexpr int TURN_BARRIER = 3;  // named barriers TURN_BARRIER + w"
+WG_BN, WG_PANEL = 128, 64  # .cu "BN = 128; PANEL = 64"; per block BM = 64 * CONSUMERS queries
+TURN_BARRIER = 4  # .cu "constexpr int TURN_BARRIER = 4;" (named barriers TURN_BARRIER + w)
 
 
-def _issue_qk(wg: Warpgroup, acc_s, q_w: int, k_s: int, d: int) -> None:
+def default_consumers(d: int) -> int:  # .cu "CONSUMERS_OF<D> = ... D == 64 ? 3 : 2"
+    return 3 if d == 64 else 2
+
+
+def _issue_qk(wg: Warpgroup, acc_s, q_w: int, k_s: int, d: int, bm: int) -> None:
     """.cu issue_qk<Tag, D>(acc_s, q_w, k_s): "wgmma_fence(); for kk < D / 16: p = kk / 4, off = (kk % 4) * 16;
     dq = make_desc_k_major(q_w + p * BM * PANEL + off); dk = make_desc_k_major(k_s + p * BN * PANEL + off);
     Wgmma<BN, Tag>::mma<0, 0>(acc_s, dq, dk, kk > 0 ? 1 : 0); wgmma_commit()" (q_w, k_s: byte addresses)."""
     wg.fence()
     for kk in range(d // 16):
         p, off = kk // 4, (kk % 4) * 16
-        dq = make_desc_k_major(q_w + 2 * (p * WG_BM * WG_PANEL + off))
+        dq = make_desc_k_major(q_w + 2 * (p * bm * WG_PANEL + off))
         dk = make_desc_k_major(k_s + 2 * (p * WG_BN * WG_PANEL + off))
         wg.mma_ss(acc_s, dq, dk, WG_BN, 0, 0, 1 if kk > 0 else 0)
     wg.commit()
@@ -874,17 +878,19 @@ def _pack_p(pa, acc_s, dtype: str) -> None:
 
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b: int, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
-                 smem_base: int, overlap: bool, pingpong: bool) -> None:
+                 smem_base: int, overlap: bool, pingpong: bool, consumers: int) -> None:
     """One block (blockIdx = (bx, h, b)) of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with
-    ASYNCCOPY_ATTN_OVERLAP = ``overlap`` and ASYNCCOPY_ATTN_PINGPONG = ``pingpong``. qt_bits [batch][heads]
+    ASYNCCOPY_ATTN_OVERLAP = ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer
+    warpgroups (ASYNCCOPY_ATTN_CONSUMERS). qt_bits [batch][heads]
     [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat."""
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
-    q_elems, kv_elems = WG_BM * d, WG_BN * d
+    bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
+    q_elems, kv_elems = bm * d, WG_BN * d
     q_bytes, kv_bytes = 2 * q_elems, 2 * kv_elems
     assert q_bytes % 1024 == 0 and kv_bytes % 1024 == 0
 
-    smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal).smem_bytes
+    smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=((CONSUMERS_KNOB, consumers),)).smem_bytes
     sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
     q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
@@ -892,26 +898,26 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     full_q = MBarrier(1, "full_q")
     full_k = [MBarrier(1, f"full_k[{s}]") for s in range(stages)]
     full_v = [MBarrier(1, f"full_v[{s}]") for s in range(stages)]
-    empty_k = [MBarrier(4 * WG_CONSUMERS, f"empty_k[{s}]") for s in range(stages)]
-    empty_v = [MBarrier(4 * WG_CONSUMERS, f"empty_v[{s}]") for s in range(stages)]
-    turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(WG_CONSUMERS)]
+    empty_k = [MBarrier(4 * consumers, f"empty_k[{s}]") for s in range(stages)]
+    empty_v = [MBarrier(4 * consumers, f"empty_v[{s}]") for s in range(stages)]
+    turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(consumers)]
     tma = Tma(sm, tma_policy, dtype)
 
     # .cu "qt = CAUSAL ? q_tiles - 1 - blockIdx.x : blockIdx.x; ... kv_tiles = min(kv_tiles, last / BN + 1)"
-    q_tiles = (q_len + WG_BM - 1) // WG_BM
+    q_tiles = (q_len + bm - 1) // bm
     qt = q_tiles - 1 - bx if causal else bx
     hk = h // group
-    q0 = qt * WG_BM
+    q0 = qt * bm
     kv_tiles = (k_len + WG_BN - 1) // WG_BN
     if causal:
-        last = min(q0 + WG_BM, q_len) - 1
+        last = min(q0 + bm, q_len) - 1
         kv_tiles = min(kv_tiles, last // WG_BN + 1)
 
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
         full_q.arrive_expect_tx(q_bytes)
         yield None
         for p in range(panels):
-            tma.load(q_s + 2 * (p * WG_BM * WG_PANEL), qt_bits, WG_BM, (WG_PANEL * p, q0, h, b), full_q)
+            tma.load(q_s + 2 * (p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, q0, h, b), full_q)
         for j in range(kv_tiles):
             s = j % stages
             free_phase = ((j // stages) & 1) ^ 1
@@ -962,7 +968,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             for j in range(kv_tiles):
                 s, phase = j % stages, (j // stages) & 1
                 yield Wait(full_k[s], phase)
-                _issue_qk(wg, acc_s, q_w, k_tile(j), d)
+                _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
                 wg.wait(0)
                 yield from release(empty_k[s])
                 softmax(j)
@@ -983,18 +989,18 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
                 if pingpong:
                     yield from turn_bar[w].sync(128)
 
-            def pass_turn():
+            def pass_turn():  # .cu "if (w != CONSUMERS - 1 || ++turn < turns) arrive(TURN_BARRIER + (w + 1) % CONSUMERS)"
                 if pingpong:
-                    turn[0] += w != 0
-                    if w == 0 or turn[0] < turns:
-                        turn_bar[w ^ 1].arrive(128)
+                    turn[0] += w == consumers - 1
+                    if w != consumers - 1 or turn[0] < turns:
+                        turn_bar[(w + 1) % consumers].arrive(128)
                     yield None
 
-            if pingpong and w == 1:
+            if pingpong and w == consumers - 1:
                 turn_bar[0].arrive(128)
             yield Wait(full_k[0], 0)
             yield from my_turn()
-            _issue_qk(wg, acc_s, q_w, k_tile(0), d)
+            _issue_qk(wg, acc_s, q_w, k_tile(0), d, bm)
             yield from pass_turn()
             wg.wait(0)
             yield from release(empty_k[0])
@@ -1005,7 +1011,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
                 yield Wait(full_k[s], (j // stages) & 1)
                 yield Wait(full_v[sp], ((j - 1) // stages) & 1)
                 yield from my_turn()
-                _issue_qk(wg, acc_s, q_w, k_tile(j), d)
+                _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
                 _rescale_o(acc_o, rescale)  # .cu "tile j - 1's factor, before its P V adds in"
                 _issue_pv(wg, acc_o, pa, v_tile(j - 1), d)
                 yield from pass_turn()
@@ -1039,18 +1045,18 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             row = 16 * (t // 32) + lane // 4 + 8 * r
             col = 8 * (i >> 2) + 2 * (lane % 4)
             p, byte = col // WG_PANEL, 2 * (col % WG_PANEL)
-            panel = q_s + 2 * (p * WG_BM * WG_PANEL + w * 64 * WG_PANEL)
+            panel = q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL)
             at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
             sm.write32(at, pack2(acc_o[:, i] * inv[r], acc_o[:, i + 1] * inv[r], dtype))
         # .cu "fence_proxy_async_shared(); named_barrier_sync(1 + w, 128)": the warpgroup's own barrier
         yield from NamedBarrier(1 + w, 128).sync(128)
         # .cu "if (t == 0) tensor_store<4>(&map_o, {PANEL * p, q0 + 64 * w, h, b}, q_s + p * BM * PANEL + w * 64 * PANEL)"
         for p in range(panels):
-            tma.store(q_s + 2 * (p * WG_BM * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
+            tma.store(q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
                       (WG_PANEL * p, q0 + 64 * w, h, b))
 
-    agents = {"producer": producer(), 0: consumer(0), 1: consumer(1)}
-    run_agents(agents, order, tma)
+    agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
+    run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
     if tma.queue:
         raise AssertionError(f"{len(tma.queue)} TMA loads never waited for")
     for bar in turn_bar:
@@ -1060,11 +1066,12 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
 
 def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 2, *,
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
-                  overlap: bool = False, pingpong: bool = False):
+                  overlap: bool = False, pingpong: bool = False, consumers: int | None = None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
-    ``overlap``, ``pingpong``: the kernel's compile-time variants ASYNCCOPY_ATTN_OVERLAP / _PINGPONG."""
+    ``overlap``, ``pingpong``, ``consumers``: the kernel's compile-time knobs ASYNCCOPY_ATTN_OVERLAP / _PINGPONG /
+    _CONSUMERS (consumers None: the default for the head dim; warpgroups left out of ``order`` come last)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1077,12 +1084,13 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     out = np.full(qb.shape, np.nan)
     lse = np.full(batch * heads * q_len, np.nan)
     writes = np.zeros(qb.shape, dtype=np.int64)
-    q_tiles = -(-q_len // WG_BM)
+    consumers = consumers or default_consumers(d)
+    q_tiles = -(-q_len // (64 * consumers))
     for b in range(batch):
         for h in range(heads):
             for bx in range(q_tiles):
                 _wgmma_block(qb, kb, vb, out, lse, writes, bx, h, b, group, d, stages, causal, scale_log2, dtype, tma,
-                             order, smem_base, overlap, pingpong)
+                             order, smem_base, overlap, pingpong, consumers)
     if np.any(writes > 1):
         raise AssertionError(f"{int((writes > 1).sum())} output elements written more than once")
     return out, lse.reshape(batch, heads, q_len)

@@ -115,6 +115,12 @@ WGMMA_CASES = [
     # scale 0: uniform weights over the keys a query sees (the kernel scales by the least normal float)
     (1, 1, 1, 64, 200, 64, True, 2, "float16", 0.0, ("eager", ("producer", 0, 1), 96, "default")),
     (1, 1, 1, 130, 260, 128, False, 1, "bfloat16", 0.0, ("late", (1, 0, "producer"), 96, "pingpong")),
+    # three consumer warpgroups (192 queries a block; the default at head dim 64) and two at 64, three at 128
+    (1, 1, 1, 400, 390, 64, True, 2, "bfloat16", None, ("lifo", (2, 1, 0, "producer"), 96, "default")),
+    (2, 2, 1, 193, 300, 64, False, 1, "float16", -0.5, ("late", (1, "producer", 2, 0), 48, "default")),
+    (1, 1, 1, 200, 300, 64, True, 3, "float16", None, ("eager", ("producer", 2, 0, 1), 96, "serial")),
+    (1, 1, 1, 300, 260, 64, False, 2, "bfloat16", None, ("late", (0, "producer", 1), 96, "consumers2")),
+    (1, 1, 1, 250, 300, 128, True, 2, "float16", None, ("lifo", (2, 0, "producer", 1), 16, "consumers3")),
 ]
 
 
@@ -138,10 +144,13 @@ def test_mma_emulation_matches_sdpa(case):
 def test_wgmma_emulation_matches_sdpa(case):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, (tma, order, base, variant) = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 1)
-    # "default": the kernel's default build (ASYNCCOPY_ATTN_OVERLAP 1, _PINGPONG -1: the ping-pong at head dim 64)
-    pingpong = variant == "pingpong" or (variant == "default" and d == 64)
+    # "default": the kernel's default build (ASYNCCOPY_ATTN_OVERLAP 1, _PINGPONG -1: the ping-pong at head dim 64,
+    # _CONSUMERS 0: three consumer warpgroups at 64, two at 128); "consumers2" / "consumers3": the default
+    # with that many consumer warpgroups
+    consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
+    pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64)
     out, lse = emu.emulate_wgmma(q, k, v, causal, scale, stages, dtype=dtype, tma=tma, order=order, smem_base=base,
-                                 overlap=variant != "serial", pingpong=pingpong)
+                                 overlap=variant != "serial", pingpong=pingpong, consumers=consumers)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 

@@ -19,32 +19,35 @@ def test_the_layout_is_the_kernels():
     assert int(consts["TRACE_TILES"]) == at.MAX_TILES
     assert int(consts["PRODUCER_EVENTS"]) == len(at.PRODUCER_EVENTS)
     assert int(consts["CONSUMER_EVENTS"]) == len(at.CONSUMER_EVENTS)
-    assert re.search(r"constexpr int CONSUMERS = (\d+)", src).group(1) == str(at.CONSUMERS)
+    # per tile the producer's events and each consumer warpgroup's (2 or 3 of them: AttentionConfig.consumers)
+    assert "TILE_WORDS_OF = PRODUCER_EVENTS + C * CONSUMER_EVENTS" in src
+    assert "TRACE_STRIDE_OF = ac::trace::HEADER + TRACE_TILES * TILE_WORDS_OF<C>" in src
+    assert (at.tile_words(2), at.tile_words(3), at.stride(3)) == (12, 17, 4 + 64 * 17)
     # the events in the kernel's order
     assert "K_ISSUED = 0, V_ISSUED = 1" in src
     assert "K_READY = 0, S_DONE = 1, SOFTMAX_DONE = 2, V_READY = 3, PV_DONE = 4" in src
     assert at.CONSUMER_EVENTS == ("k_ready", "s_done", "softmax_done", "v_ready", "pv_done")
 
 
-def _buffer(blocks=2, tiles=5, tick_ns=0.5):
+def _buffer(blocks=2, tiles=5, tick_ns=0.5, consumers=2):
     """A trace as the kernel would leave it: ticks of 0.5 ns; per tile 1000 ticks apart; the consumers' events
     in order; block 1 never started."""
-    raw = np.zeros(at.buffer_words(blocks), dtype=np.uint64)
-    rec = raw[: at.STRIDE]
+    raw = np.zeros(at.buffer_words(blocks, consumers), dtype=np.uint64)
+    rec = raw[: at.stride(consumers)]
     rec[:4] = [10_000, 5_000, 10_000 + int(tick_ns * 100_000), 105_000]
     for j in range(tiles):
-        base = at.HEADER + j * at.TILE_WORDS
+        base = at.HEADER + j * at.tile_words(consumers)
         t = 6_000 + 1000 * j
         rec[base:base + 2] = [t, t + 10]
-        for w in range(at.CONSUMERS):
+        for w in range(consumers):
             c = base + 2 + w * len(at.CONSUMER_EVENTS)
             rec[c:c + 5] = [t + 400 + w, t + 500 + w, t + 600 + w, t + 610 + w, t + 900 + w]
-    rec[at.HEADER + (tiles - 1) * at.TILE_WORDS + 2 + 4] = 0  # consumer 0 never finished the last tile
+    rec[at.HEADER + (tiles - 1) * at.tile_words(consumers) + 2 + 4] = 0  # consumer 0 never finished the last tile
     return raw
 
 
 def test_decode_gives_each_consumers_tiles_in_ns():
-    (b,) = at.decode(_buffer(), 2)
+    (b,) = at.decode(_buffer(), 2, 2)
     assert b.block == 0 and sorted(b.k_issued) == [0, 1, 2, 3, 4]
     assert [t.tile for t in b.consumers[0]] == [0, 1, 2, 3] and [t.tile for t in b.consumers[1]] == [0, 1, 2, 3, 4]
     t = b.consumers[0][1]  # ticks of 0.5 ns since the block's start, the block started at ns 0
@@ -55,14 +58,17 @@ def test_decode_gives_each_consumers_tiles_in_ns():
     assert med["load_ns"] == pytest.approx(200, abs=1) and med["tile_ns"] == pytest.approx(250)
     assert med["pv_ns"] == pytest.approx(145)  # from V there (610), later than the softmax's end (600)
     with pytest.raises(Exception, match="the trace is empty"):
-        at.decode(np.zeros(at.buffer_words(1), dtype=np.uint64), 1)
+        at.decode(np.zeros(at.buffer_words(1, 2), dtype=np.uint64), 1, 2)
     with pytest.raises(Exception, match="a trace of 3 blocks has"):
-        at.decode(_buffer(), 3)
+        at.decode(_buffer(), 3, 2)
+    (c,) = at.decode(_buffer(consumers=3), 2, 3)  # head dim 64: three consumer warpgroups a block
+    assert [len(x) for x in c.consumers] == [4, 5, 5] and c.consumers[2][1].k_ready == pytest.approx(
+        (6_000 + 1000 + 400 + 2 - 5_000) * 0.5)
 
 
 def test_the_model_and_the_picture(tmp_path):
     pytest.importorskip("matplotlib")
-    (b,) = at.decode(_buffer(tiles=12), 2)
+    (b,) = at.decode(_buffer(tiles=12, consumers=3), 2, 3)
     sim = at.simulated(b, 2, 128, H200)
     assert len(sim.events) == b.tiles() and all(e.compute_end - e.compute_start == pytest.approx(250)
                                                 for e in sim.events)

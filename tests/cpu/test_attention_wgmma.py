@@ -52,6 +52,13 @@ def test_the_record_is_the_kernels_layout():
     assert (REC.tile, REC.threads, REC.min_cc, REC.operands, REC.arch_specific) == ((128, 128), 384, (9, 0), "tma", True)
     # Q [128][D] and 1024 bytes of alignment slack, then per stage K and V [128][D]
     assert AttentionConfig("wgmma", "bfloat16", 128, 2, False).smem_bytes == 128 * 128 * 2 + 1024 + 2 * 2 * 128 * 128 * 2
+    # head dim 64: three consumer warpgroups, 192 queries and 512 threads a block (two with the knob)
+    c64 = AttentionConfig("wgmma", "bfloat16", 64, 3, False)
+    assert (c64.consumers, c64.tile, c64.threads) == (3, (192, 128), 512)
+    assert c64.smem_bytes == 192 * 64 * 2 + 1024 + 3 * 2 * 128 * 64 * 2
+    two = AttentionConfig("wgmma", "bfloat16", 64, 3, False, defines=(("ASYNCCOPY_ATTN_CONSUMERS", 2),))
+    assert (two.consumers, two.tile, two.threads) == (2, (128, 128), 384)
+    assert AttentionConfig("wgmma", "bfloat16", 128, 2, False).threads == 384
     assert REC.fit(128, H200.smem_per_block_optin) == 3 and REC.fit(64, H200.smem_per_block_optin) == 6
     assert AttentionConfig("wgmma", "float16", 64, 3, True).name_expression() == "attention_wgmma<__half, 64, 3, 1>"
     with pytest.raises(ArgumentError, match="needs sm_90"):

@@ -36,14 +36,16 @@ def test_warp_specialized_kernels_trace(name):
 
 @pytest.mark.cc(9, 0)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_attention_trace_events_come_in_order(causal, tmp_path):
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_attention_trace_events_come_in_order(causal, head_dim, tmp_path):
     pytest.importorskip("torch")
     from asynccopy import attention_trace
 
-    cfg, blocks = attention_trace.run(batch=1, heads=4, q_len=1000, k_len=1500, head_dim=128, causal=causal, stages=2)
-    assert cfg.trace and cfg.kernel == "wgmma" and len(blocks) == 8 * 4
+    cfg, blocks = attention_trace.run(batch=1, heads=4, q_len=1000, k_len=1500, head_dim=head_dim, causal=causal,
+                                      stages=2)
+    assert cfg.trace and cfg.kernel == "wgmma" and len(blocks) == -(-1000 // cfg.tile[0]) * 4
     block = blocks[0]
-    assert block.tiles() >= 2 and len(block.consumers) == attention_trace.CONSUMERS
+    assert block.tiles() >= 2 and len(block.consumers) == cfg.consumers == {64: 3, 128: 2}[head_dim]
     for tiles in block.consumers:
         for t in tiles:
             issued = block.k_issued[t.tile]
@@ -52,4 +54,4 @@ def test_attention_trace_events_come_in_order(causal, tmp_path):
     med = attention_trace.summary(block)
     assert all(v >= 0 for v in med.values())
     pytest.importorskip("matplotlib")
-    attention_trace.timeline_png(block, str(tmp_path / "a.png"), stages=cfg.stages, head_dim=128)
+    attention_trace.timeline_png(block, str(tmp_path / "a.png"), stages=cfg.stages, head_dim=head_dim)

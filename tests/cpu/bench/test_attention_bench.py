@@ -288,9 +288,11 @@ def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
     facts = device.lookup("H200")
     rec = ab.KERNELS["wgmma"]
     # causal, 1000 queries x 1000 keys in tiles of 128 x 128: query tiles 0..7 see 1, 2, .., 8 key tiles
-    assert attention_plan.key_tiles(rec, 1000, 1000, True) == sum(range(1, 9))
-    assert attention_plan.key_tiles(rec, 1000, 1000, False) == 8 * 8
-    assert attention_plan.key_tiles(ab.KERNELS["mma"], 1000, 1000, False) == 8 * 16
+    assert attention_plan.key_tiles(rec, 1000, 1000, True, 128) == sum(range(1, 9))
+    assert attention_plan.key_tiles(rec, 1000, 1000, False, 128) == 8 * 8
+    # head dim 64: three consumer warpgroups, 192 queries a block: query tiles 0..5 see 2, 3, 5, 6, 8, 8 key tiles
+    assert attention_plan.key_tiles(rec, 1000, 1000, True, 64) == 2 + 3 + 5 + 6 + 8 + 8
+    assert attention_plan.key_tiles(ab.KERNELS["mma"], 1000, 1000, False, 64) == 8 * 16
     base = dict(batch=4, heads=16, kv_heads=16, q_len=8192, k_len=8192, head_dim=128, causal=False, impl="wgmma")
     rows = [ab.AttentionRow(**base, stages=s, ms=ms, tflops=1.0) for s, ms in ((1, 2.0), (2, 1.2), (3, 1.21))]
     rows.append(ab.AttentionRow(**{**base, "impl": "sdpa-cudnn"}, stages=None, ms=1.1, tflops=1.0))
@@ -316,5 +318,6 @@ def test_variants_run_beside_their_kernels_default_build():
         assert ("wgmma+pingpong", st, VARIANTS["wgmma"]["pingpong"]) in labels
     assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # mma has no variants
-    with pytest.raises(ArgumentError, match=r"unknown variant 'fast'; known: overlap, pingpong, serial"):
+    known = "consumers2, consumers3, overlap, pingpong, serial"
+    with pytest.raises(ArgumentError, match=rf"unknown variant 'fast'; known: {known}"):
         ab.variants_for(["fast"])
