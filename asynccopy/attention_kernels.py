@@ -5,7 +5,7 @@ chooses and launches them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import build
 from .matrix import ITEMSIZE
@@ -43,32 +43,42 @@ class AttentionKernel:
     # per head dim (the order of head_dims): consumer warpgroups of 64 queries each beside one producer warpgroup
     # (the block is 64 x that many queries, 128 x (that + 1) threads); () for a kernel without warpgroups
     consumers: tuple[int, ...] = ()
+    # (head_dim, causal, keys): key tiles wider than tile[1] where they pay (the stage counts that fit them; a
+    # deeper pipeline asked for takes tile[1] instead: asynccopy.sdpa.configure)
+    wide_keys: tuple[tuple[int, bool, int], ...] = ()
+
+    def keys_for(self, head_dim: int, causal: bool = False) -> int:
+        """Keys per K/V tile at this head dim, with or without the causal mask."""
+        return next((k for d, c, k in self.wide_keys if d == head_dim and c == bool(causal)), self.tile[1])
 
     def consumers_for(self, head_dim: int) -> int | None:
         return dict(zip(self.head_dims, self.consumers)).get(head_dim) if self.consumers else None
 
-    def tile_for(self, head_dim: int, consumers: int | None = None) -> tuple[int, int]:
-        """(queries per block, keys per K/V tile) at this head dim (and this many consumer warpgroups)."""
+    def tile_for(self, head_dim: int, consumers: int | None = None, keys: int | None = None) -> tuple[int, int]:
+        """(queries per block, keys per K/V tile) at this head dim (with this many consumer warpgroups, and
+        ``keys`` keys a tile: default tile[1])."""
         c = consumers or self.consumers_for(head_dim)
-        return (64 * c, self.tile[1]) if c else self.tile
+        return (64 * c if c else self.tile[0], keys or self.tile[1])
 
     def threads_for(self, head_dim: int, consumers: int | None = None) -> int:
         c = consumers or self.consumers_for(head_dim)
         return 128 * (c + 1) if c else self.threads
 
-    def stage_bytes(self, head_dim: int, itemsize: int = 2) -> int:
-        """One stage: a K and a V tile. (The mma kernel reads its Q tile, as large as one stage, into
-        registers before the pipeline fills the last stage, so it takes no memory of its own.)"""
-        return 2 * self.tile[1] * head_dim * itemsize
+    def stage_bytes(self, head_dim: int, itemsize: int = 2, keys: int | None = None) -> int:
+        """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel reads its Q tile,
+        as large as one stage, into registers before the pipeline fills the last stage, so it takes no
+        memory of its own.)"""
+        return 2 * (keys or self.tile[1]) * head_dim * itemsize
 
     def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None) -> int:
         """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them."""
         return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024 if self.q_smem else 0
 
-    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None) -> int:
+    def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None,
+            keys: int | None = None) -> int:
         """The most stages (up to max_stages) that fit ``smem_limit`` bytes a block may use."""
         room = smem_limit - self.smem_reserve - self.static_bytes(head_dim, itemsize, consumers)
-        return max(0, min(self.max_stages, room // self.stage_bytes(head_dim, itemsize)))
+        return max(0, min(self.max_stages, room // self.stage_bytes(head_dim, itemsize, keys)))
 
 
 KERNELS: dict[str, AttentionKernel] = {
@@ -82,7 +92,7 @@ KERNELS: dict[str, AttentionKernel] = {
                         "shared memory and TMA stores, setmaxnreg",
                         "attention_wgmma.cu", "attention_wgmma", (9, 0), DTYPES, (64, 128), (128, 128), 384,
                         ("UTMALDG", "HGMMA", "UTMASTG"), (3, 2), max_stages=8, arch_specific=True, operands="tma",
-                        q_smem=True, smem_reserve=2048, consumers=(3, 2)),
+                        q_smem=True, smem_reserve=2048, consumers=(3, 2), wide_keys=((128, False, 176),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -95,11 +105,13 @@ KERNELS: dict[str, AttentionKernel] = {
 # Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
 # the -D macros (the kernel file's header says what each does).
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
+KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1)),
-              "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),)},
+              "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
+              "keys128": ((KEYS_KNOB, 128),)},
 }
 
 
@@ -117,6 +129,10 @@ class AttentionConfig:
     def record(self) -> AttentionKernel:
         return KERNELS[self.kernel]
 
+    def with_defines(self, defines) -> AttentionConfig:
+        """This configuration with more compile-time knobs (``defines`` win where both set one)."""
+        return replace(self, defines=tuple({**dict(self.defines), **dict(defines)}.items()))
+
     @property
     def consumers(self) -> int | None:
         """The consumer warpgroups of a block: the kernel's knob where a variant sets it, else the record's."""
@@ -124,8 +140,14 @@ class AttentionConfig:
         return int(knob) if knob is not None and int(knob) > 0 else self.record.consumers_for(self.head_dim)
 
     @property
+    def keys(self) -> int:
+        """Keys per K/V tile: the kernel's knob where the configuration sets it, else the record's."""
+        knob = dict(self.defines).get(KEYS_KNOB)
+        return int(knob) if knob is not None and int(knob) > 0 else self.record.keys_for(self.head_dim, self.causal)
+
+    @property
     def tile(self) -> tuple[int, int]:
-        return self.record.tile_for(self.head_dim, self.consumers)
+        return self.record.tile_for(self.head_dim, self.consumers, self.keys)
 
     @property
     def threads(self) -> int:
@@ -137,7 +159,7 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
-        return (self.stages * self.record.stage_bytes(self.head_dim, size)
+        return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
                 + self.record.static_bytes(self.head_dim, size, self.consumers))
 
     def compile(self, arch: str | None = None) -> build.Module:
@@ -170,17 +192,18 @@ def model_inputs(rec: AttentionKernel, head_dim: int, facts, memory="cached"):
     return dev, costs, facts.bandwidth * L2_HEADROOM
 
 
-def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_ns: float, memory="cached"):
+def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_ns: float, memory="cached",
+                causal: bool = False):
     """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of K and V (BN keys x head_dim
     each) per key tile, ``tile_ns`` of compute each (both products and the softmax of a block's queries),
     one block per SM, with :func:`model_inputs`."""
     from .model import planner
 
     size = ITEMSIZE[dtype]
-    bn = rec.tile_for(head_dim)[1]
+    bn = rec.keys_for(head_dim, causal)
     ops = [planner.Operand("K", (bn, head_dim), dtype), planner.Operand("V", (bn, head_dim), dtype)]
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
-    fit = rec.fit(head_dim, facts.smem_per_block_optin, size)
+    fit = rec.fit(head_dim, facts.smem_per_block_optin, size, keys=bn)
     return planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                         max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
                         costs=costs, memory=None, bandwidth=bandwidth)

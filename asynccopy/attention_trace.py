@@ -143,23 +143,24 @@ def summary(block: AttentionBlockTrace) -> dict[str, float]:
     }
 
 
-def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None, memory="cached") -> simulate.Simulation:
+def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None, memory="cached",
+              keys: int | None = None) -> simulate.Simulation:
     """The pipeline model's prediction for the block, with what the planner is given
-    (attention_kernels.model_inputs): a producer refilling a stage of K and V as each tile is released, the
-    compute per tile the measured median span of a tile (both consumers work on the same tiles side by
-    side)."""
+    (attention_kernels.model_inputs): a producer refilling a stage of K and V (of ``keys`` keys each, the
+    configuration's AttentionConfig.keys) as each tile is released, the compute per tile the measured
+    median span of a tile (the consumers work on the same tiles side by side)."""
     from .attention_kernels import KERNELS, model_inputs
 
     facts = facts or device.current()
     rec = KERNELS["wgmma"]
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
-    return simulate.simulate(stages, max(1, block.tiles()), tile_bytes=rec.stage_bytes(head_dim),
+    return simulate.simulate(stages, max(1, block.tiles()), tile_bytes=rec.stage_bytes(head_dim, keys=keys),
                              compute_ns=summary(block)["tile_ns"], latency_ns=dev.latency_ns,
                              bandwidth_per_sm=bandwidth / facts.sm_count / 1e9, out_bytes=0.0, costs=costs)
 
 
 def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim: int, facts=None,
-                 tiles: int = 12) -> str:
+                 tiles: int = 12, keys: int | None = None) -> str:
     """The measured timeline, a row per consumer warpgroup (Q K^T, softmax, P V per tile) under the K/V
     loads (issue to the first consumer's wait returning), above the model's prediction (loads per
     stage, compute)."""
@@ -167,7 +168,7 @@ def timeline_png(block: AttentionBlockTrace, path: str, *, stages: int, head_dim
 
     plt = pyplot()
     n_wg = len(block.consumers)
-    sim = simulated(block, stages, head_dim, facts)
+    sim = simulated(block, stages, head_dim, facts, keys=keys)
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(11, 5.2), gridspec_kw={"height_ratios": [3, 2]})
     first = [t for t in block.consumers[0][:tiles]]
     t0 = min([block.k_issued.get(t.tile, t.k_ready) for t in first] or [0.0])

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import arrays, build, device
-from .attention_kernels import DTYPES, KERNELS, AttentionConfig, AttentionKernel
+from .attention_kernels import DTYPES, KERNELS, KEYS_KNOB, AttentionConfig, AttentionKernel
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_float, check_int
 from .matrix import ITEMSIZE
@@ -191,16 +191,26 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
         deep = [n for n in usable if stages <= KERNELS[n].fit(p.head_dim, facts.smem_per_block_optin, size)]
         usable = deep or usable
     rec = KERNELS[usable[0]]
-    fit = rec.fit(p.head_dim, facts.smem_per_block_optin, size)
+    limit = facts.smem_per_block_optin
+    wide = rec.keys_for(p.head_dim, causal)
+    fit, fit_narrow = rec.fit(p.head_dim, limit, size, keys=wide), rec.fit(p.head_dim, limit, size)
     if stages is None:
         return AttentionConfig(rec.name, p.dtype, p.head_dim,
-                               min(fit, rec.default_stages[rec.head_dims.index(p.head_dim)]), bool(causal))
+                               min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)]), bool(causal),
+                               defines=() if fit else _narrow(rec))
     stages = check_int(stages, "stages", 1, rec.max_stages)
-    if stages > fit:
+    if stages > fit_narrow:
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes(p.head_dim, size) // 1024} KiB (head_dim "
-                            f"{p.head_dim}) do not fit the {facts.smem_per_block_optin // 1024} KiB of shared memory "
-                            f"a block may use on {facts.name}; at most {fit}")
-    return AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal))
+                            f"{p.head_dim}) do not fit the {limit // 1024} KiB of shared memory "
+                            f"a block may use on {facts.name}; at most {fit_narrow}")
+    # a deeper pipeline than the wide key tile leaves room for takes the narrow one
+    return AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
+                           defines=() if stages <= fit else _narrow(rec))
+
+
+def _narrow(rec: AttentionKernel) -> tuple[tuple[str, object], ...]:
+    """The knob that gives ``rec`` its narrow key tile (tile[1] keys)."""
+    return ((KEYS_KNOB, rec.tile[1]),)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from .. import device
 from ..attention_kernels import VARIANTS
@@ -197,7 +197,8 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts, variants=()) -
         for v in variants:
             defines = VARIANTS.get(name, {}).get(v)
             if defines is not None:
-                out.append((f"{name}+{v}", replace(cfg, defines=defines)))
+                # on top of the configuration's own knobs (a deep pipeline's narrow key tile)
+                out.append((f"{name}+{v}", cfg.with_defines(defines)))
     return out, notes
 
 

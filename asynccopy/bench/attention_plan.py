@@ -22,7 +22,7 @@ class PlanRow:
 
 def key_tiles(rec, q_len: int, k_len: int, causal: bool, head_dim: int) -> int:
     """The key tiles one (batch, head) walks over all its query tiles (causal: none past a tile's last query)."""
-    bm, bn = rec.tile_for(head_dim)
+    bm, bn = rec.tile_for(head_dim, keys=rec.keys_for(head_dim, causal))
     total = 0
     for q0 in range(0, q_len, bm):
         n = -(-k_len // bn)
@@ -51,7 +51,7 @@ def plan_check(result: AttentionBench, memory="cached") -> list[PlanRow]:
         best = min(by, key=lambda s: by[s].ms)
         per_sm = b * h * key_tiles(rec, lq, lk, causal, d) / facts.sm_count
         tile_ns = by[best].ms * 1e6 / max(per_sm, 1.0)
-        p = plan_stages(rec, d, result.dtype, facts, tile_ns=tile_ns, memory=memory)
+        p = plan_stages(rec, d, result.dtype, facts, tile_ns=tile_ns, memory=memory, causal=causal)
         at = by.get(p.recommended)
         out.append(PlanRow(problem_label(key), name, tile_ns, p.recommended, best,
                            at.ms / by[best].ms if at else None))

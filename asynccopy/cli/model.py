@@ -214,7 +214,8 @@ def _trace_attention(args) -> int:
           f"Q K^T {med['qk_ns']:.0f} ns, softmax {med['softmax_ns']:.0f} ns, P V {med['pv_ns']:.0f} ns, "
           f"a tile {med['tile_ns']:.0f} ns")
     if args.png:
-        path = attention_trace.timeline_png(block, args.png, stages=cfg.stages, head_dim=cfg.head_dim, tiles=args.tiles)
+        path = attention_trace.timeline_png(block, args.png, stages=cfg.stages, head_dim=cfg.head_dim, tiles=args.tiles,
+                                            keys=cfg.keys)
         print(f"wrote {path}")
     return 0
 

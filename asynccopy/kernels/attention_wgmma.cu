@@ -9,13 +9,14 @@
 // first, with any strides that are multiples of 16 bytes (so both the (batch, heads, seq, head_dim)
 // and the (batch, seq, heads, head_dim) memory layouts work without a copy).
 // How: a block is 1 + CONSUMERS warpgroups and one tile of 64 x CONSUMERS queries of one (batch, head)
-// (CONSUMERS 3 at head dim 64, 2 at 128: ASYNCCOPY_ATTN_CONSUMERS below); its K / V tiles are BN = 128
-// keys. Warpgroup 0 is the producer: its thread 0 issues Q's load (one box per 64 columns of head_dim,
+// (CONSUMERS 3 at head dim 64, 2 at 128: ASYNCCOPY_ATTN_CONSUMERS below); its K / V tiles are BN keys
+// (176 at head dim 128 without the causal mask, else 128: ASYNCCOPY_ATTN_BN). Warpgroup 0 is the
+// producer: its thread 0 issues Q's load (one box per 64 columns of head_dim,
 // 128B swizzle) on full_q, then for each K / V tile waits for the stage's K to be free (empty_k[s]) and
 // loads K on full_k[s], then the same for V (empty_v[s], full_v[s]): S = Q K^T starts before V has landed,
 // and K is refilled once S is done, a softmax before V is released. Boxes
 // past the sequence's end come back zero-filled. Warpgroups 1 .. CONSUMERS are consumers, each owning 64 query
-// rows: per tile, S (64 x 128, f32, in registers) = Q K^T by D / 16 wgmma m64n128k16 from shared memory;
+// rows: per tile, S (64 x BN, f32, in registers) = Q K^T by D / 16 wgmma m64nBNk16 from shared memory;
 // masking (keys >= k_len, and past the diagonal when CAUSAL) only on the tiles that need it; the row
 // maxima and sums by quad shuffles; O rescaled; P rounded to T straight into the A-fragment registers of
 // the next product (the accumulator layout of 16 columns is the register A layout of a k16 step:
@@ -48,7 +49,6 @@ using u64 = unsigned long long;
 
 namespace {
 
-constexpr int BN = 128;       // keys per K / V tile
 constexpr int PRODUCER_REGS = 24;
 constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 // Compile-time knobs (-D), for measuring variants (asynccopy bench attention --variants):
@@ -74,6 +74,14 @@ constexpr bool PING_PONG = ASYNCCOPY_ATTN_PINGPONG < 0 ? OVERLAP && D == 64 : AS
 #endif
 template <int D>
 constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSUMERS : D == 64 ? 3 : 2;
+//   ASYNCCOPY_ATTN_BN: keys per K / V tile (128 or 176); 0 (default): 176 at head dim 128 without the causal
+//   mask (a third more work per tile for the same per-tile costs, as FlashAttention-3 does there; 2 stages
+//   fit), else 128. The Python side reads it too (AttentionConfig.keys).
+#ifndef ASYNCCOPY_ATTN_BN
+#define ASYNCCOPY_ATTN_BN 0
+#endif
+template <int D, int CAUSAL>
+constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
 // named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
 constexpr int TURN_BARRIER = 4;
 #define NEG_INF __int_as_float(0xff800000u)
@@ -108,7 +116,7 @@ __device__ __forceinline__ float quad_sum(float x)
 
 // S = Q K^T issued for one key tile (one commit group): A = the warpgroup's 64 rows of Q (K-major), B = K^T
 // (K [keys][D]: K-major too), D / 16 steps of k16 over the panels of 64 columns.
-template <class Tag, int D, int BM>
+template <class Tag, int D, int BM, int BN>
 __device__ __forceinline__ void issue_qk(float (&acc_s)[BN / 2], const unsigned short* q_w, const unsigned short* k_s)
 {
     ac::wgmma_fence();
@@ -124,7 +132,7 @@ __device__ __forceinline__ void issue_qk(float (&acc_s)[BN / 2], const unsigned 
 
 // O += P V issued (one commit group): B = V [keys][D], MN-major (head_dim contiguous), panels of 64 columns
 // BN * 128 bytes apart; A = P from the registers, per k16 step of keys.
-template <class Tag, int D>
+template <class Tag, int D, int BN>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const unsigned (&pa)[BN / 16][4], const unsigned short* v_s)
 {
     ac::wgmma_fence();
@@ -149,7 +157,7 @@ __device__ __forceinline__ float quad_extreme(float x)
 // k_len, and (causal) keys past each row's query, are masked (to the extreme that never wins and gives
 // p = 0) on the tiles that have any; the running max m and sum l are updated and the factor O must be
 // scaled by is returned in `rescale`. q0w: the warpgroup's first query.
-template <int CAUSAL, bool POSITIVE>
+template <int CAUSAL, bool POSITIVE, int BN>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[2], float (&l)[2], float (&rescale)[2],
                                              float scale_log2, int j, int lane, int k_len, int q0w,
                                              const int (&qrow)[2])
@@ -199,7 +207,7 @@ __device__ __forceinline__ void rescale_o(float (&acc_o)[D / 2], const float (&r
 }
 
 // P in T, as the A fragments of the k16 steps: registers 8c .. 8c + 7 of S are step c's a0..a3.
-template <class T>
+template <class T, int BN>
 __device__ __forceinline__ void pack_p(unsigned (&pa)[BN / 16][4], const float (&acc_s)[BN / 2])
 {
 #pragma unroll
@@ -252,6 +260,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     constexpr int CONSUMERS = CONSUMERS_OF<D>;
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
     constexpr int BM = 64 * CONSUMERS;  // queries per block: 64 per consumer warpgroup
+    constexpr int BN = BN_OF<D, CAUSAL>;  // keys per K / V tile
+    static_assert(BN == 128 || BN == 176, "key tiles of 128 or 176 (wgmma m64n128k16 / m64n176k16)");
     // the registers the producer gives up, shared by the consumers (setmaxnreg: multiples of 8, 64 K a block)
     constexpr int CONSUMER_REGS = CONSUMERS == 3 ? 160 : 240;
     static_assert(128 * PRODUCER_REGS + 128 * CONSUMERS * CONSUMER_REGS <= 65536, "the register file");
@@ -359,9 +369,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     // one, minima for a negative one); the branch is uniform
     auto softmax = [&](int j) {
         if (scale_log2 > 0.0f)
-            softmax_tile<CAUSAL, true>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
         else
-            softmax_tile<CAUSAL, false>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
     };
     if constexpr (!OVERLAP) {
         for (int j = 0; j < kv_tiles; ++j) {
@@ -370,7 +380,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
             AT_CONSUMER(j, K_READY);
             ac::accumulator_fence(acc_s);
-            issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(j));
+            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_s);
             release(&empty_k[s]);
@@ -378,12 +388,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             softmax(j);
             ac::accumulator_fence(acc_o);
             rescale_o<D>(acc_o, rescale);
-            pack_p<T>(pa, acc_s);
+            pack_p<T, BN>(pa, acc_s);
             AT_CONSUMER(j, SOFTMAX_DONE);
             ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
             AT_CONSUMER(j, V_READY);
             ac::accumulator_fence(acc_o);
-            issue_pv<Tag, D>(acc_o, pa, v_tile(j));
+            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_o);
             AT_CONSUMER(j, PV_DONE);
@@ -415,14 +425,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         AT_CONSUMER(0, K_READY);
         ac::accumulator_fence(acc_s);
         my_turn();
-        issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(0));
+        issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
         pass_turn();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_s);
         release(&empty_k[0]);
         AT_CONSUMER(0, S_DONE);
         softmax(0);  // O is still zero: its rescale (0) is harmless
-        pack_p<T>(pa, acc_s);
+        pack_p<T, BN>(pa, acc_s);
         AT_CONSUMER(0, SOFTMAX_DONE);
         for (int j = 1; j < kv_tiles; ++j) {
             const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
@@ -433,9 +443,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::accumulator_fence(acc_s);
             ac::accumulator_fence(acc_o);
             my_turn();
-            issue_qk<Tag, D, BM>(acc_s, q_w, k_tile(j));
+            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
             rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
-            issue_pv<Tag, D>(acc_o, pa, v_tile(j - 1));
+            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
             pass_turn();
             ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
             ac::accumulator_fence(acc_s);
@@ -446,7 +456,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::accumulator_fence(acc_o);
             AT_CONSUMER(j - 1, PV_DONE);
             release(&empty_v[sp]);
-            pack_p<T>(pa, acc_s);
+            pack_p<T, BN>(pa, acc_s);
             AT_CONSUMER(j, SOFTMAX_DONE);
         }
         const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
@@ -455,7 +465,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         ac::accumulator_fence(acc_o);
         my_turn();
         rescale_o<D>(acc_o, rescale);
-        issue_pv<Tag, D>(acc_o, pa, v_tile(last));
+        issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
         pass_turn();
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc_o);

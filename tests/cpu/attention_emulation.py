@@ -72,7 +72,7 @@ import math
 import numpy as np
 
 from asynccopy import swizzle
-from asynccopy.attention_kernels import CONSUMERS_KNOB, AttentionConfig
+from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, AttentionConfig
 
 DTYPES = ("float16", "bfloat16")
 LOG2E = 1.4426950408889634
@@ -792,7 +792,7 @@ def run_agents(agents: dict, order, tma: Tma) -> None:
 # ---------------------------------------------------------------------------------------------
 # emulate_wgmma: attention_wgmma.cu
 
-WG_BN, WG_PANEL = 128, 64  # .cu "BN = 128; PANEL = 64"; per block BM = 64 * CONSUMERS queries
+WG_PANEL = 64  # .cu "PANEL = 64"; per block BM = 64 * CONSUMERS queries, BN = BN_OF<D, CAUSAL> keys a tile
 TURN_BARRIER = 4  # .cu "constexpr int TURN_BARRIER = 4;" (named barriers TURN_BARRIER + w)
 
 
@@ -800,25 +800,31 @@ def default_consumers(d: int) -> int:  # .cu "CONSUMERS_OF<D> = ... D == 64 ? 3 
     return 3 if d == 64 else 2
 
 
-def _issue_qk(wg: Warpgroup, acc_s, q_w: int, k_s: int, d: int, bm: int) -> None:
+def default_keys(d: int, causal: bool) -> int:  # .cu "BN_OF<D, CAUSAL> = ... D == 128 && !CAUSAL ? 176 : 128"
+    return 176 if d == 128 and not causal else 128
+
+
+def _issue_qk(wg: Warpgroup, acc_s, q_w: int, k_s: int, d: int, bm: int) -> None:  # acc_s [128][BN / 2]
     """.cu issue_qk<Tag, D>(acc_s, q_w, k_s): "wgmma_fence(); for kk < D / 16: p = kk / 4, off = (kk % 4) * 16;
     dq = make_desc_k_major(q_w + p * BM * PANEL + off); dk = make_desc_k_major(k_s + p * BN * PANEL + off);
     Wgmma<BN, Tag>::mma<0, 0>(acc_s, dq, dk, kk > 0 ? 1 : 0); wgmma_commit()" (q_w, k_s: byte addresses)."""
+    bn = 2 * acc_s.shape[1]
     wg.fence()
     for kk in range(d // 16):
         p, off = kk // 4, (kk % 4) * 16
         dq = make_desc_k_major(q_w + 2 * (p * bm * WG_PANEL + off))
-        dk = make_desc_k_major(k_s + 2 * (p * WG_BN * WG_PANEL + off))
-        wg.mma_ss(acc_s, dq, dk, WG_BN, 0, 0, 1 if kk > 0 else 0)
+        dk = make_desc_k_major(k_s + 2 * (p * bn * WG_PANEL + off))
+        wg.mma_ss(acc_s, dq, dk, bn, 0, 0, 1 if kk > 0 else 0)
     wg.commit()
 
 
 def _issue_pv(wg: Warpgroup, acc_o, pa, v_s: int, d: int) -> None:
     """.cu issue_pv<Tag, D>(acc_o, pa, v_s): "wgmma_fence(); for c < BN / 16: dv = make_desc_mn_major(v_s + c * 16 *
     PANEL, 2u * BN * PANEL); WgmmaRS<D, Tag>::mma<1>(acc_o, pa[c], dv, 1); wgmma_commit()"."""
+    bn = 16 * pa.shape[1]
     wg.fence()
-    for c in range(WG_BN // 16):
-        dv = make_desc_mn_major(v_s + 2 * (c * 16 * WG_PANEL), 2 * WG_BN * WG_PANEL)
+    for c in range(bn // 16):
+        dv = make_desc_mn_major(v_s + 2 * (c * 16 * WG_PANEL), 2 * bn * WG_PANEL)
         wg.mma_rs(acc_o, pa[:, c], dv, d, 1, 1)
     wg.commit()
 
@@ -835,9 +841,10 @@ def _softmax_tile(acc_s, m, l_, rescale, scale_log2: float, j: int, lane, k_len:
     rescale[r] + quad_sum(sum[r])"."""
     positive = scale_log2 > 0
     masked = NEG_INF if positive else -NEG_INF
-    i = np.arange(WG_BN // 2)
-    key0 = j * WG_BN + 2 * (lane % 4)
-    edge = (j + 1) * WG_BN > k_len or (causal and (j + 1) * WG_BN - 1 > q0w)
+    bn = 2 * acc_s.shape[1]
+    i = np.arange(bn // 2)
+    key0 = j * bn + 2 * (lane % 4)
+    edge = (j + 1) * bn > k_len or (causal and (j + 1) * bn - 1 > q0w)
     if edge:
         key = key0[:, None] + 8 * (i >> 2) + (i & 1)
         row = (i >> 1) & 1
@@ -871,26 +878,28 @@ def _rescale_o(acc_o, rescale) -> None:
 
 def _pack_p(pa, acc_s, dtype: str) -> None:
     """.cu pack_p<T>: "pa[c][x] = pack2<T>(acc_s[8 * c + 2 * x], acc_s[8 * c + 2 * x + 1])" (in place)."""
-    for c in range(WG_BN // 16):
+    for c in range(pa.shape[1]):
         for x in range(4):
             pa[:, c, x] = pack2(acc_s[:, 8 * c + 2 * x], acc_s[:, 8 * c + 2 * x + 1], dtype)
 
 
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b: int, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
-                 smem_base: int, overlap: bool, pingpong: bool, consumers: int) -> None:
+                 smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int) -> None:
     """One block (blockIdx = (bx, h, b)) of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with
     ASYNCCOPY_ATTN_OVERLAP = ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer
-    warpgroups (ASYNCCOPY_ATTN_CONSUMERS). qt_bits [batch][heads]
+    warpgroups (ASYNCCOPY_ATTN_CONSUMERS), ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN). qt_bits [batch][heads]
     [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat."""
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
     bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
-    q_elems, kv_elems = bm * d, WG_BN * d
+    bn = keys  # .cu "BN = BN_OF<D, CAUSAL>"
+    q_elems, kv_elems = bm * d, bn * d
     q_bytes, kv_bytes = 2 * q_elems, 2 * kv_elems
     assert q_bytes % 1024 == 0 and kv_bytes % 1024 == 0
 
-    smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=((CONSUMERS_KNOB, consumers),)).smem_bytes
+    knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys))
+    smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs).smem_bytes
     sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
     q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
@@ -908,10 +917,10 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     qt = q_tiles - 1 - bx if causal else bx
     hk = h // group
     q0 = qt * bm
-    kv_tiles = (k_len + WG_BN - 1) // WG_BN
+    kv_tiles = (k_len + bn - 1) // bn
     if causal:
         last = min(q0 + bm, q_len) - 1
-        kv_tiles = min(kv_tiles, last // WG_BN + 1)
+        kv_tiles = min(kv_tiles, last // bn + 1)
 
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
         full_q.arrive_expect_tx(q_bytes)
@@ -927,12 +936,12 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             full_k[s].arrive_expect_tx(kv_bytes)
             yield None
             for p in range(panels):
-                tma.load(k_s + 2 * (p * WG_BN * WG_PANEL), kt_bits, WG_BN, (WG_PANEL * p, j * WG_BN, hk, b), full_k[s])
+                tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_k[s])
             yield Wait(empty_v[s], free_phase)
             full_v[s].arrive_expect_tx(kv_bytes)
             yield None
             for p in range(panels):
-                tma.load(v_s + 2 * (p * WG_BN * WG_PANEL), vt_bits, WG_BN, (WG_PANEL * p, j * WG_BN, hk, b), full_v[s])
+                tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_v[s])
 
     def consumer(w: int):  # .cu "const int w = warpgroup - 1; const int t = threadIdx.x % 128": 128 threads on axis 0
         wg = Warpgroup(sm, dtype)
@@ -940,11 +949,11 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
         lane = t % 32
         r0 = 64 * w + 16 * (t // 32) + lane // 4
         qrow = [q0 + r0, q0 + r0 + 8]
-        acc_s = np.zeros((128, WG_BN // 2))
+        acc_s = np.zeros((128, bn // 2))
         acc_o = np.zeros((128, d // 2))
         m = [np.full(128, NEG_INF), np.full(128, NEG_INF)]
         l_ = [np.zeros(128), np.zeros(128)]
-        pa = np.zeros((128, WG_BN // 16, 4), dtype=np.uint32)
+        pa = np.zeros((128, bn // 16, 4), dtype=np.uint32)
         rescale = [None, None]
 
         def release(bar: MBarrier):  # .cu "release(bar): if (lane == 0) mbarrier_arrive(bar)": one arrival per warp
@@ -1066,12 +1075,14 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
 
 def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 2, *,
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
-                  overlap: bool = False, pingpong: bool = False, consumers: int | None = None):
+                  overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
+                  keys: int | None = None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
     ``overlap``, ``pingpong``, ``consumers``: the kernel's compile-time knobs ASYNCCOPY_ATTN_OVERLAP / _PINGPONG /
-    _CONSUMERS (consumers None: the default for the head dim; warpgroups left out of ``order`` come last)."""
+    _CONSUMERS / _BN (None: the defaults for the head dim and mask; warpgroups left out of ``order`` come
+    last)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1085,12 +1096,13 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     lse = np.full(batch * heads * q_len, np.nan)
     writes = np.zeros(qb.shape, dtype=np.int64)
     consumers = consumers or default_consumers(d)
+    keys = keys or default_keys(d, causal)
     q_tiles = -(-q_len // (64 * consumers))
     for b in range(batch):
         for h in range(heads):
             for bx in range(q_tiles):
                 _wgmma_block(qb, kb, vb, out, lse, writes, bx, h, b, group, d, stages, causal, scale_log2, dtype, tma,
-                             order, smem_base, overlap, pingpong, consumers)
+                             order, smem_base, overlap, pingpong, consumers, keys)
     if np.any(writes > 1):
         raise AssertionError(f"{int((writes > 1).sum())} output elements written more than once")
     return out, lse.reshape(batch, heads, q_len)

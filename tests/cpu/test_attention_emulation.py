@@ -121,6 +121,11 @@ WGMMA_CASES = [
     (1, 1, 1, 200, 300, 64, True, 3, "float16", None, ("eager", ("producer", 2, 0, 1), 96, "serial")),
     (1, 1, 1, 300, 260, 64, False, 2, "bfloat16", None, ("late", (0, "producer", 1), 96, "consumers2")),
     (1, 1, 1, 250, 300, 128, True, 2, "float16", None, ("lifo", (2, 0, "producer", 1), 16, "consumers3")),
+    # 176-key tiles (the default at head dim 128 without the mask): tails of 177, 353 and 1 keys, one stage too
+    (1, 1, 1, 130, 353, 128, False, 2, "bfloat16", -0.3, ("lifo", ("producer", 1, 0), 96, "default")),
+    (1, 2, 1, 64, 177, 128, False, 1, "float16", None, ("late", (0, "producer", 1), 48, "serial")),
+    (1, 1, 1, 200, 529, 128, False, 2, "float16", None, ("eager", (1, 0, "producer"), 96, "pingpong")),
+    (1, 1, 1, 129, 300, 128, False, 2, "bfloat16", None, ("late", ("producer", 0, 1), 96, "keys128")),
 ]
 
 
@@ -147,10 +152,12 @@ def test_wgmma_emulation_matches_sdpa(case):
     # "default": the kernel's default build (ASYNCCOPY_ATTN_OVERLAP 1, _PINGPONG -1: the ping-pong at head dim 64,
     # _CONSUMERS 0: three consumer warpgroups at 64, two at 128); "consumers2" / "consumers3": the default
     # with that many consumer warpgroups
+    # with the default key tiles (176 keys at head dim 128 without the causal mask, else 128) or "keys128"
     consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
+    keys = 128 if variant == "keys128" else None
     pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64)
     out, lse = emu.emulate_wgmma(q, k, v, causal, scale, stages, dtype=dtype, tma=tma, order=order, smem_base=base,
-                                 overlap=variant != "serial", pingpong=pingpong, consumers=consumers)
+                                 overlap=variant != "serial", pingpong=pingpong, consumers=consumers, keys=keys)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 

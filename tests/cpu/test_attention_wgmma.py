@@ -16,13 +16,15 @@ from asynccopy.sdpa import AttentionConfig
 H200 = device.lookup("H200")
 A100 = device.lookup("A100-40GB")
 REC = att.KERNELS["wgmma"]
-CASES = [AttentionConfig("wgmma", dtype, d, stages, causal)
+# as asynccopy.attention configures them (a stage count deeper than the wide key tile leaves room for takes the
+# narrow one)
+CASES = [att.configure(att.Problem(1, 1, 1, 256, 256, d, dtype), H200, kernel="wgmma", stages=stages, causal=causal)
          for dtype, d, causal in itertools.product(att.DTYPES, (64, 128), (False, True))
          for stages in sorted({1, 2, REC.fit(d, H200.smem_per_block_optin)})]
 
 
 def _id(c):
-    return f"{c.dtype}-d{c.head_dim}-s{c.stages}-{'causal' if c.causal else 'full'}"
+    return f"{c.dtype}-d{c.head_dim}-s{c.stages}-{'causal' if c.causal else 'full'}-k{c.keys}"
 
 
 @pytest.mark.parametrize("cfg", CASES, ids=_id)
@@ -33,13 +35,13 @@ def test_every_configuration_compiles_with_its_instructions_and_no_local_memory(
         assert op in sass, f"no {op} in {cfg.name_expression()}"
     t = ".BF16" if cfg.dtype == "bfloat16" else ""
     hgmma = re.findall(r"HGMMA\.(64x\d+x16)\.F32(\.BF16)? (R\d+), (\S+)", sass)
-    # S = Q K^T: m64n128k16 with both operands in shared memory (descriptors): D / 16 a key tile
-    from_smem = [h for h in hgmma if h[0] == "64x128x16" and h[3].startswith("gdesc")]
+    # S = Q K^T: m64nBNk16 with both operands in shared memory (descriptors): D / 16 a key tile
+    from_smem = [h for h in hgmma if h[0] == f"64x{cfg.keys}x16" and h[3].startswith("gdesc")]
     # O += P V: m64nDk16 with A in registers (P) and B through a transposed descriptor: 128 / 16 a tile
     from_regs = [h for h in hgmma if h[0] == f"64x{cfg.head_dim}x16" and h[3].startswith("R")]
     assert from_smem and from_regs, hgmma
     assert all((h[1] or "") == t for h in hgmma)
-    assert len(from_smem) % (cfg.head_dim // 16) == 0 and len(from_regs) % (128 // 16) == 0
+    assert len(from_smem) % (cfg.head_dim // 16) == 0 and len(from_regs) % (cfg.keys // 16) == 0
     assert ".tnspB" in sass
     # the softmax's 2^x is one MUFU.EX2 a score (ex2_ftz): exp2f's denormal path would add a compare a score
     assert sass.count("MUFU.EX2") >= 2 * 64 and sass.count("FSETP") < 64, (sass.count("MUFU.EX2"), sass.count("FSETP"))
@@ -50,8 +52,12 @@ def test_every_configuration_compiles_with_its_instructions_and_no_local_memory(
 
 def test_the_record_is_the_kernels_layout():
     assert (REC.tile, REC.threads, REC.min_cc, REC.operands, REC.arch_specific) == ((128, 128), 384, (9, 0), "tma", True)
-    # Q [128][D] and 1024 bytes of alignment slack, then per stage K and V [128][D]
-    assert AttentionConfig("wgmma", "bfloat16", 128, 2, False).smem_bytes == 128 * 128 * 2 + 1024 + 2 * 2 * 128 * 128 * 2
+    # Q [128][D] and 1024 bytes of alignment slack, then per stage K and V [BN][D]: 176 keys at head dim 128
+    # without the causal mask, 128 with it
+    assert AttentionConfig("wgmma", "bfloat16", 128, 2, False).smem_bytes == 128 * 128 * 2 + 1024 + 2 * 2 * 176 * 128 * 2
+    assert AttentionConfig("wgmma", "bfloat16", 128, 2, True).smem_bytes == 128 * 128 * 2 + 1024 + 2 * 2 * 128 * 128 * 2
+    assert [AttentionConfig("wgmma", "bfloat16", d, 2, c).keys for d, c in ((128, False), (128, True), (64, False))] \
+        == [176, 128, 128]
     # head dim 64: three consumer warpgroups, 192 queries and 512 threads a block (two with the knob)
     c64 = AttentionConfig("wgmma", "bfloat16", 64, 3, False)
     assert (c64.consumers, c64.tile, c64.threads) == (3, (192, 128), 512)
@@ -68,7 +74,12 @@ def test_the_record_is_the_kernels_layout():
 def test_configure_takes_wgmma_on_hopper_only():
     p = att.Problem(2, 8, 2, 1000, 777, 128, "bfloat16")
     cfg = att.configure(p, H200, kernel="wgmma")
-    assert (cfg.kernel, cfg.stages) == ("wgmma", REC.default_stages[1])
+    assert (cfg.kernel, cfg.stages, cfg.keys, cfg.defines) == ("wgmma", REC.default_stages[1], 176, ())
+    # 3 stages of 176-key tiles do not fit: the deeper pipeline asked for takes 128-key tiles
+    deep = att.configure(p, H200, kernel="wgmma", stages=3)
+    assert (deep.keys, deep.tile, deep.defines) == (128, (128, 128), (("ASYNCCOPY_ATTN_BN", 128),))
+    assert deep.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
+    assert att.configure(p, H200, kernel="wgmma", stages=3, causal=True).defines == ()
     with pytest.raises(ArgumentError, match="wgmma needs compute capability 9.0"):
         att.configure(p, A100, kernel="wgmma")
     with pytest.raises(ArgumentError, match="at most 3"):

@@ -178,12 +178,11 @@ def test_empty_queries_launch_nothing(torch):
                                    (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
-@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2"])
+@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "keys128"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works
     too); and the two warpgroups' ping-pong on top. The default build is one of the last two by head dim."""
-    from dataclasses import replace
 
     from cuda.core import Stream
 
@@ -195,8 +194,7 @@ def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, st
     stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal),
-                  defines=VARIANTS["wgmma"][variant])
+    cfg = att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal).with_defines(VARIANTS["wgmma"][variant])
     out = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
     to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)

@@ -54,4 +54,4 @@ def test_attention_trace_events_come_in_order(causal, head_dim, tmp_path):
     med = attention_trace.summary(block)
     assert all(v >= 0 for v in med.values())
     pytest.importorskip("matplotlib")
-    attention_trace.timeline_png(block, str(tmp_path / "a.png"), stages=cfg.stages, head_dim=head_dim)
+    attention_trace.timeline_png(block, str(tmp_path / "a.png"), stages=cfg.stages, head_dim=head_dim, keys=cfg.keys)

@@ -289,7 +289,7 @@ def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
     rec = ab.KERNELS["wgmma"]
     # causal, 1000 queries x 1000 keys in tiles of 128 x 128: query tiles 0..7 see 1, 2, .., 8 key tiles
     assert attention_plan.key_tiles(rec, 1000, 1000, True, 128) == sum(range(1, 9))
-    assert attention_plan.key_tiles(rec, 1000, 1000, False, 128) == 8 * 8
+    assert attention_plan.key_tiles(rec, 1000, 1000, False, 128) == 8 * 6  # 176-key tiles without the mask
     # head dim 64: three consumer warpgroups, 192 queries a block: query tiles 0..5 see 2, 3, 5, 6, 8, 8 key tiles
     assert attention_plan.key_tiles(rec, 1000, 1000, True, 64) == 2 + 3 + 5 + 6 + 8 + 8
     assert attention_plan.key_tiles(ab.KERNELS["mma"], 1000, 1000, False, 64) == 8 * 16
@@ -299,7 +299,7 @@ def test_the_plan_check_sets_the_models_kv_stage_count_against_the_sweep():
     plans = attention_plan.plan_check(ab.AttentionBench(facts.as_dict(), "bfloat16", "bhsd", rows), memory=None)
     assert len(plans) == 1
     p = plans[0]
-    per_sm = 4 * 16 * 64 * 64 / 132
+    per_sm = 4 * 16 * 64 * 47 / 132  # 64 query tiles x 47 key tiles of 176 a (batch, head)
     assert p.tile_ns == pytest.approx(1.2e6 / per_sm) and p.best_stages == 2
     want = plan_stages(rec, 128, "bfloat16", facts, tile_ns=p.tile_ns, memory=None).recommended
     assert p.planned == want and p.ratio == pytest.approx({1: 2.0 / 1.2, 2: 1.0, 3: 1.21 / 1.2}[want])
@@ -318,6 +318,6 @@ def test_variants_run_beside_their_kernels_default_build():
         assert ("wgmma+pingpong", st, VARIANTS["wgmma"]["pingpong"]) in labels
     assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # mma has no variants
-    known = "consumers2, consumers3, overlap, pingpong, serial"
+    known = "consumers2, consumers3, keys128, overlap, pingpong, serial"
     with pytest.raises(ArgumentError, match=rf"unknown variant 'fast'; known: {known}"):
         ab.variants_for(["fast"])

@@ -115,7 +115,7 @@ __device__ __forceinline__ unsigned long long make_desc_mn_major(const void* til
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, desc_a, desc_b, scale_d, 1, 1, TRANS_A, TRANS_B:
 // d = A x B + (scale_d ? d : 0). Every thread of the warpgroup passes the same descriptors.
-// Wgmma<N, Tag>::mma for N = 64, 128, 256 and Tag = Bf16, F16: one specialization each, written by the
+// Wgmma<N, Tag>::mma for N = 64, 128, 176, 256 and Tag = Bf16, F16: one specialization each, written by the
 // macros below (the accumulator operands "+f"(d[0]) ... "+f"(d[N / 2 - 1]) in runs of 8, the register
 // list %0 ... %(N / 2 - 1) of the asm text per N).
 template <int N, class T>
@@ -126,6 +126,7 @@ struct Wgmma;
 #define ASYNCCOPY_ACC32(o) ASYNCCOPY_ACC8(o), ASYNCCOPY_ACC8(o + 8), ASYNCCOPY_ACC8(o + 16), ASYNCCOPY_ACC8(o + 24)
 #define ASYNCCOPY_ACC_32 ASYNCCOPY_ACC32(0)
 #define ASYNCCOPY_ACC_64 ASYNCCOPY_ACC32(0), ASYNCCOPY_ACC32(32)
+#define ASYNCCOPY_ACC_88 ASYNCCOPY_ACC32(0), ASYNCCOPY_ACC32(32), ASYNCCOPY_ACC8(64), ASYNCCOPY_ACC8(72), ASYNCCOPY_ACC8(80)
 #define ASYNCCOPY_ACC_128 ASYNCCOPY_ACC32(0), ASYNCCOPY_ACC32(32), ASYNCCOPY_ACC32(64), ASYNCCOPY_ACC32(96)
 
 #define ASYNCCOPY_REGS_32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -134,6 +135,12 @@ struct Wgmma;
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define ASYNCCOPY_REGS_88 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87"
 #define ASYNCCOPY_REGS_128 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -162,9 +169,11 @@ struct Wgmma;
 
 ASYNCCOPY_WGMMA(64, 32, Bf16, "bf16", 34, 32, 33, 35, 36)
 ASYNCCOPY_WGMMA(128, 64, Bf16, "bf16", 66, 64, 65, 67, 68)
+ASYNCCOPY_WGMMA(176, 88, Bf16, "bf16", 90, 88, 89, 91, 92)
 ASYNCCOPY_WGMMA(256, 128, Bf16, "bf16", 130, 128, 129, 131, 132)
 ASYNCCOPY_WGMMA(64, 32, F16, "f16", 34, 32, 33, 35, 36)
 ASYNCCOPY_WGMMA(128, 64, F16, "f16", 66, 64, 65, 67, 68)
+ASYNCCOPY_WGMMA(176, 88, F16, "f16", 90, 88, 89, 91, 92)
 ASYNCCOPY_WGMMA(256, 128, F16, "f16", 130, 128, 129, 131, 132)
 
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T d, {a0, a1, a2, a3}, desc_b, scale_d, 1, 1, TRANS_B:
@@ -204,9 +213,11 @@ ASYNCCOPY_WGMMA_RS(128, 64, F16, "f16", "%64, %65, %66, %67", 68, 69, 70)
 #undef ASYNCCOPY_WGMMA
 #undef ASYNCCOPY_REGS_32
 #undef ASYNCCOPY_REGS_64
+#undef ASYNCCOPY_REGS_88
 #undef ASYNCCOPY_REGS_128
 #undef ASYNCCOPY_ACC_32
 #undef ASYNCCOPY_ACC_64
+#undef ASYNCCOPY_ACC_88
 #undef ASYNCCOPY_ACC_128
 #undef ASYNCCOPY_ACC32
 #undef ASYNCCOPY_ACC8
