@@ -341,15 +341,13 @@ _LEVEL_STYLES = {"sdpa-cudnn": "-", "sdpa-flash": "--", "sdpa-efficient": ":"}
 
 def plot(result: AttentionBench, path: str) -> str:
     """TFLOP/s against the stage count, a panel per problem, a line per asynccopy kernel (each backend: a level)."""
-    from ..plotting import pyplot
+    from ..plotting import finish_panels, panel_grid, pyplot
 
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     problems = _best_of_each(result.rows)
-    cols = max(1, min(4, len(problems)))
-    nrows = max(1, -(-len(problems) // cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), dpi=110, squeeze=False)
+    fig, axes = panel_grid(plt, len(problems), 4)
     for ax, key in zip(axes.flat, problems):
         at = [r for r in result.rows if problem_key(r) == key]
         for impl in dict.fromkeys(r.impl for r in at):
@@ -360,14 +358,6 @@ def plot(result: AttentionBench, path: str) -> str:
                 ax.plot(*zip(*sorted((r.stages, r.tflops) for r in mine)), "-o", ms=3, label=impl)
         ax.set_title(problem_label(key), fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("K/V stages", fontsize=8)
-        ax.set_ylabel("TFLOP/s", fontsize=8)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(problems):]:
-        ax.axis("off")
-    fig.suptitle(f"attention {result.dtype} {result.layout}, {result.device.get('name', '')}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return finish_panels(plt, fig, axes, len(problems),
+                         f"attention {result.dtype} {result.layout}, {result.device.get('name', '')}", path,
+                         xlabel="K/V stages")

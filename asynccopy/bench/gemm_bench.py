@@ -210,13 +210,11 @@ def summary(result: GemmBench) -> list[str]:
 
 def plot(result: GemmBench, path: str) -> str:
     """TFLOP/s against the stage count, a panel per shape, a line per implementation (cuBLAS: a level)."""
-    from ..plotting import pyplot
+    from ..plotting import finish_panels, panel_grid, pyplot
 
     plt = pyplot()
     shapes = sorted({(r.m, r.n, r.k) for r in result.rows}, key=lambda s: s[0] * s[1] * s[2])
-    cols = min(3, len(shapes))
-    nrows = -(-len(shapes) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4 * cols, 3 * nrows), dpi=110, squeeze=False)
+    fig, axes = panel_grid(plt, len(shapes), 3)
     for ax, shape in zip(axes.flat, shapes):
         at = [r for r in result.rows if (r.m, r.n, r.k) == shape]
         for impl in dict.fromkeys(r.impl for r in at):
@@ -228,17 +226,8 @@ def plot(result: GemmBench, path: str) -> str:
                     if r.impl == impl:
                         ax.axhline(r.tflops, ls="--", color="gray", label=f"{impl} {r.tflops:.0f}")
         ax.set_title(f"{shape[0]}x{shape[1]}x{shape[2]}", fontsize=9)
-        ax.set_xlabel("stages", fontsize=8)
-        ax.set_ylabel("TFLOP/s", fontsize=8)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(shapes):]:
-        ax.axis("off")
-    fig.suptitle(f"GEMM {result.dtype}, {result.device.get('name', '')}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return finish_panels(plt, fig, axes, len(shapes), f"GEMM {result.dtype}, {result.device.get('name', '')}", path,
+                         xlabel="stages")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ def cmd_gemm(args) -> int:
 
     check_int(args.reps, "--reps", 1, 100_000)
     check_int(args.warmup, "--warmup", 0, 100_000)
+    check_int(args.rounds, "--rounds", 1, 1000)
     if not args.shapes:
         raise AsyncCopyError("--shapes needs at least one MxNxK")
     for dims in args.shapes:
@@ -95,7 +96,7 @@ def cmd_gemm(args) -> int:
         check_int(st, "each of --stages", 1, 32)
     stages = _swept(args, GEMM_PLAN_STAGES)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=stages, reps=args.reps,
-                            warmup=args.warmup, tuning=args.tune, rounds=check_int(args.rounds, "--rounds", 1, 1000))
+                            warmup=args.warmup, tuning=args.tune, rounds=args.rounds)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),
@@ -120,6 +121,7 @@ def cmd_attention(args) -> int:
         ab.DEFAULT_SHAPES
     reps = check_int(args.reps, "--reps", 1, 100_000) if args.reps is not None else 10 if args.quick else 20
     check_int(args.warmup, "--warmup", 0, 100_000)
+    check_int(args.rounds, "--rounds", 1, 1000)
     if args.dtype not in DTYPES:
         raise AsyncCopyError(f"--dtype must be one of {', '.join(DTYPES)}, got {args.dtype!r}")
     ab.kernels_for(args.kernels)
@@ -128,7 +130,7 @@ def cmd_attention(args) -> int:
     stages = _swept(args, ATTENTION_PLAN_STAGES)
     result = ab.run(shapes, causal={"both": (False, True), "yes": (True,), "no": (False,)}[args.causal],
                     dtype=args.dtype, layout=args.layout, kernels=args.kernels, stages=stages, reps=reps,
-                    warmup=args.warmup, variants=args.variants or (), rounds=check_int(args.rounds, "--rounds", 1, 1000))
+                    warmup=args.warmup, variants=args.variants or (), rounds=args.rounds)
     print(report.table(result.rows, ab.COLUMNS))
     from ..bench import attention_plan
 

@@ -250,6 +250,7 @@ TOP = max(rec.max_stages for rec in KERNELS.values())
     (["--quick", "--shapes", "1:1:64:64"], r"--quick runs its own shapes: give --quick or --shapes, not both"),
     (["--reps", "0"], r"--reps must be in \[1, 100000\], got 0"),
     (["--warmup", "-1"], r"--warmup must be in \[0, 100000\], got -1"),
+    (["--rounds", "0"], r"--rounds must be in \[1, 1000\], got 0"),
     (["--plan", "--stages", "2"], r"--plan checks the model's stage count against a sweep: give --stages two or more"),
     (["--dtype", "float32"], r"--dtype must be one of bfloat16, float16, got 'float32'"),
     (["--kernels", "dma"], r"unknown attention kernel 'dma'; choose one of: .*mma"),

@@ -28,6 +28,7 @@ def test_rows_are_relative_to_the_same_shapes_cublas():
     (["--dtype", "int8"], r"--dtype must be one of bfloat16, float16, float32, got 'int8'"),
     (["--kernels", "dma"], r"unknown GEMM kernel 'dma'; choose one of: wgmma, mma, simt"),
     (["--stages", "0"], r"each of --stages must be in \[1, 32\], got 0"),
+    (["--rounds", "0"], r"--rounds must be in \[1, 1000\], got 0"),
     (["--plan", "--stages", "3"], r"--plan checks the model's stage count against a sweep: give --stages two or more"),
 ])
 def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, capsys):
@@ -72,3 +73,21 @@ def test_the_gemm_plan_covers_a_loads_latency_with_k_blocks_in_flight():
     assert slow.recommended == 2  # a k-block's compute outlasts a load: double buffering is enough
     assert fast.recommended >= 5  # four k-blocks per latency: 4 or more in flight, as many as fit
     assert fast.recommended <= rec.max_stages((128, 128), facts.smem_per_block_optin)
+
+
+def test_the_plot_has_a_panel_per_shape(tmp_path):
+    pytest.importorskip("matplotlib")
+    from asynccopy import plotting
+
+    rows = [_row("cuBLAS", 0.20), _row("wgmma", 0.25, 4), _row("wgmma", 0.22, 3),
+            _row("cuBLAS", 1.0, shape=(128, 8192, 8192)), _row("wgmma", 2.0, 4, shape=(128, 8192, 8192))]
+    path = tmp_path / "gemm.png"
+    assert gemm_bench.plot(GemmBench({"name": "H200"}, "bfloat16", rows), str(path)) == str(path)
+    assert path.stat().st_size > 1000
+    plt = plotting.pyplot()
+    fig, axes = plotting.panel_grid(plt, 5, 3)
+    assert axes.shape == (2, 3)  # 5 panels, 3 a row; the sixth is blanked by finish_panels
+    for ax in list(axes.flat)[:5]:
+        ax.plot([1, 2], [3, 4], label="wgmma")
+    plotting.finish_panels(plt, fig, axes, 5, "t", str(tmp_path / "p.png"), xlabel="stages")
+    assert not axes.flat[5].axison and axes.flat[4].axison and axes.flat[0].get_xlabel() == "stages"
