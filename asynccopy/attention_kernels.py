@@ -5,6 +5,8 @@ chooses and launches them."""
 
 from __future__ import annotations
 
+import functools
+import heapq
 from dataclasses import dataclass, replace
 
 from . import build
@@ -46,6 +48,11 @@ class AttentionKernel:
     # (head_dim, causal, keys): key tiles wider than tile[1] where they pay (the stage counts that fit them; a
     # deeper pipeline asked for takes tile[1] instead: asynccopy.sdpa.configure)
     wide_keys: tuple[tuple[int, bool, int], ...] = ()
+    # (head_dim, consumers, speed): another consumer count the launch model may choose at that head dim, with its
+    # queries a second relative to the default's (measured); it takes it where fewer, smaller blocks finish first
+    fewer_consumers: tuple[tuple[int, int, float], ...] = ()
+    # a block's fixed cost beside its key tiles (Q's load, the pipeline's fill, the epilogue), in key tiles
+    block_overhead: float = 0.0
 
     def keys_for(self, head_dim: int, causal: bool = False) -> int:
         """Keys per K/V tile at this head dim, with or without the causal mask."""
@@ -92,7 +99,12 @@ KERNELS: dict[str, AttentionKernel] = {
                         "shared memory and TMA stores, setmaxnreg",
                         "attention_wgmma.cu", "attention_wgmma", (9, 0), DTYPES, (64, 128), (128, 128), 384,
                         ("UTMALDG", "HGMMA", "UTMASTG"), (3, 2), max_stages=8, arch_specific=True, operands="tma",
-                        q_smem=True, smem_reserve=2048, consumers=(3, 2), wide_keys=((128, False, 176),)),
+                        q_smem=True, smem_reserve=2048, consumers=(3, 2), wide_keys=((128, False, 176),),
+                        # two consumers at head dim 64: 436 against three's 497 TFLOP/s (H200, 8192 x 64, one run)
+                        fewer_consumers=((64, 2, 436 / 497),),
+                        # fitted to one run (H200, 2026-12-02, causal 64, B 4 x H 16: two consumers against
+                        # three took 0.907x the time at 1024 and 1.036x at 2048; the model says 0.912 and 1.032)
+                        block_overhead=3.0),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -111,7 +123,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1)),
               "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
-              "keys128": ((KEYS_KNOB, 128),)},
+              "keys128": ((KEYS_KNOB, 128),),
+              # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
+              "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),)},
 }
 
 
@@ -207,3 +221,63 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
     return planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                         max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
                         costs=costs, memory=None, bandwidth=bandwidth)
+
+
+# ---------------------------------------------------------------------------------------------
+# The launch model: how long a grid of query tiles takes on the SMs, and the consumer count it gives
+
+L2_BUDGET = 24 << 20  # asynccopy/attention.cuh's ASYNCCOPY_ATTN_L2_BUDGET: bytes of K and V a chunk of heads holds
+
+
+def causal_order(q_tiles: int, heads: int, batch: int, kv_bytes: int) -> list[tuple[int, int, int]]:
+    """(query tile, head, batch) of each block of a causal (q_tiles, heads, batch) grid in linear block order:
+    asynccopy/attention.cuh's causal_tile (the longest tiles first over chunks of heads whose K and V fit
+    L2_BUDGET)."""
+    pairs = heads * batch
+    chunk = max(1, min(pairs, L2_BUDGET // max(1, kv_bytes)))
+    order = []
+    for first in range(0, pairs, chunk):
+        size = min(chunk, pairs - first)
+        order += [(qt, p % heads, p // heads) for qt in reversed(range(q_tiles)) for p in range(first, first + size)]
+    return order
+
+
+def key_tiles(qt: int, bm: int, bn: int, q_len: int, k_len: int, causal: bool) -> int:
+    """K/V tiles query tile ``qt`` of ``bm`` queries reads: all, or (causal) those up to its last query."""
+    tiles = -(-k_len // bn)
+    return min(tiles, (min((qt + 1) * bm, q_len) - 1) // bn + 1) if causal else tiles
+
+
+@functools.lru_cache(maxsize=256)
+def grid_time(bm: int, bn: int, q_len: int, k_len: int, heads: int, batch: int, causal: bool, sms: int,
+              kv_bytes: int, overhead: float = 0.0) -> float:
+    """Makespan of the grid in key tiles x queries (one block an SM at a time, each SM taking the next block in
+    linear order when it frees; a block costs its key tiles + ``overhead``): equal blocks run in whole waves;
+    causal ones as the GPU starts them."""
+    q_tiles = -(-q_len // bm)
+    if not causal:
+        return -(-q_tiles * heads * batch // sms) * (key_tiles(0, bm, bn, q_len, k_len, False) + overhead) * bm
+    free = [0.0] * sms
+    for qt, _, _ in causal_order(q_tiles, heads, batch, kv_bytes):
+        heapq.heapreplace(free, free[0] + (key_tiles(qt, bm, bn, q_len, k_len, True) + overhead) * bm)
+    return max(free)
+
+
+def consumers_for_problem(rec: AttentionKernel, head_dim: int, q_len: int, k_len: int, heads: int, batch: int,
+                          causal: bool, sms: int, kv_heads: int | None = None) -> int | None:
+    """The consumer warpgroups the launch model gives this problem: the record's default, or one of its
+    fewer_consumers where that grid finishes sooner at its measured speed (short or causal problems, whose
+    last blocks of 192 queries would leave SMs idle)."""
+    default = rec.consumers_for(head_dim)
+    options = [(c, speed) for d, c, speed in rec.fewer_consumers if d == head_dim]
+    if default is None or not options:
+        return default
+    group = heads // (kv_heads or heads)
+    kv_bytes = 4 * k_len * head_dim // group
+    bn = rec.keys_for(head_dim, causal)
+
+    def time(c, speed):
+        return grid_time(64 * c, bn, q_len, k_len, heads, batch, bool(causal), sms, kv_bytes,
+                         rec.block_overhead) / speed
+
+    return min([(default, 1.0), *options], key=lambda o: time(*o))[0]

@@ -145,6 +145,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
 
 _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"}
 CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two with A multicast (a variant, not default)
+SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # with clusters of two, 1: the pair shares B (tiles of one tile-column)
 
 
 @functools.lru_cache(maxsize=256)
@@ -223,9 +224,13 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
         raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
                             f"(splits={cfg.splits})")
-    # clusters of two: each block loads and multicasts half of A (64 of its rows)
-    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, bm // cluster, rec.bk, l2)
-    map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, bn, rec.bk, l2)
+    # clusters of two: each block loads and multicasts half of the shared operand's tile (A's by default)
+    share_b = cluster == 2 and dict(cfg.defines).get(SHARE_KNOB) == "1"
+    if share_b and bn < 128:
+        raise ArgumentError(f"{SHARE_KNOB}=1: a shared B tile needs 128 or more columns (tile {bm} x {bn})")
+    a_rows, b_rows = (bm, bn // 2) if share_b else (bm // cluster, bn)
+    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, a_rows, rec.bk, l2)
+    map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, b_rows, rec.bk, l2)
     splits, ws = cfg.splits, None
     if splits > 1:
         from cuda.core import Device
@@ -249,7 +254,9 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
         map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if kcfg.align == 16 else map_a
         c_arg, ld_arg = c_ptr, ldc
     tiles_n = -(-n // bn)
-    units = -(-m // bm) * -(-tiles_n // cluster) * splits  # tiles (pairs of them in clusters of 2) x splits
+    tiles_m = -(-m // bm)
+    pairs = tiles_m * -(-tiles_n // cluster) if not share_b else -(-tiles_m // cluster) * tiles_n
+    units = pairs * splits  # tiles (pairs of them in clusters of 2) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
     args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits))
     if cluster == 1:

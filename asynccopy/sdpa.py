@@ -28,7 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import arrays, build, device
-from .attention_kernels import DTYPES, KERNELS, KEYS_KNOB, AttentionConfig, AttentionKernel
+from .attention_kernels import (
+    CONSUMERS_KNOB,
+    DTYPES,
+    KERNELS,
+    KEYS_KNOB,
+    AttentionConfig,
+    AttentionKernel,
+    consumers_for_problem,
+)
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_float, check_int
 from .matrix import ITEMSIZE
@@ -194,10 +202,11 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     limit = facts.smem_per_block_optin
     wide = rec.keys_for(p.head_dim, causal)
     fit, fit_narrow = rec.fit(p.head_dim, limit, size, keys=wide), rec.fit(p.head_dim, limit, size)
+    launch = _consumers(rec, p, facts, causal)
     if stages is None:
         return AttentionConfig(rec.name, p.dtype, p.head_dim,
                                min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)]), bool(causal),
-                               defines=() if fit else _narrow(rec))
+                               defines=launch + (() if fit else _narrow(rec)))
     stages = check_int(stages, "stages", 1, rec.max_stages)
     if stages > fit_narrow:
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes(p.head_dim, size) // 1024} KiB (head_dim "
@@ -205,12 +214,19 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
                             f"a block may use on {facts.name}; at most {fit_narrow}")
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
     return AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
-                           defines=() if stages <= fit else _narrow(rec))
+                           defines=launch + (() if stages <= fit else _narrow(rec)))
 
 
 def _narrow(rec: AttentionKernel) -> tuple[tuple[str, object], ...]:
     """The knob that gives ``rec`` its narrow key tile (tile[1] keys)."""
     return ((KEYS_KNOB, rec.tile[1]),)
+
+
+def _consumers(rec: AttentionKernel, p: Problem, facts, causal: bool) -> tuple[tuple[str, object], ...]:
+    """The knob for the consumer count the launch model gives this problem, where it is not the record's."""
+    c = consumers_for_problem(rec, p.head_dim, p.q_len, p.k_len, p.heads, p.batch, bool(causal), facts.sm_count,
+                              p.kv_heads)
+    return () if c == rec.consumers_for(p.head_dim) else ((CONSUMERS_KNOB, c),)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 // key/value head (grouped-query attention). With lse != nullptr, lse[b, h, i] = ln sum_j exp(scale s_ij)
 // (f32, contiguous [batch][heads][q_len]), what a backward pass needs.
 // How: one block of 256 threads (8 warps) per BM = 128 queries of one (batch, head): grid (query tiles,
-// heads, batch), the query tiles in reverse order so that the longest causal rows start first. Each warp
+// heads, batch), causal ones the longest first (asynccopy/attention.cuh). Each warp
 // owns 16 query rows: one m16 of both products. Why 128 x 8 warps and not 64 x 4: a thread's registers
 // are the same either way (they depend on the 16 rows a warp owns), the registers allow 8 warps an SM
 // either way at D = 128, and a K/V tile in shared memory then serves 128 queries instead of 64: half the
@@ -42,6 +42,7 @@
 // contiguous, their base addresses and batch / head / seq strides 16-byte multiples (asynccopy.attention
 // checks); strides in elements.
 // Run: asynccopy.attention(q, k, v, causal=..., kernel="mma").
+#include <asynccopy/attention.cuh>
 #include <asynccopy/fastmath.cuh>
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/ldgsts.cuh>
@@ -259,8 +260,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     unsigned char* smem = ac::dynamic_smem<unsigned char>();
     unsigned char* q_smem = smem + (STAGES - 1) * STAGE_BYTES;
 
-    const int head = static_cast<int>(blockIdx.y), batch = static_cast<int>(blockIdx.z);
-    const int m0 = (static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x)) * BM;  // longest rows first
+    int qt = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    if (CAUSAL)  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
+        ac::causal_tile(gridDim.x, gridDim.y, gridDim.z, 2ll * sizeof(T) * k_len * D / group, qt, head, batch);
+    const int m0 = qt * BM;
     const T* qg = q + batch * q_sb + head * q_sh;
     const T* kg = k + batch * k_sb + head / group * k_sh;
     const T* vg = v + batch * v_sb + head / group * v_sh;

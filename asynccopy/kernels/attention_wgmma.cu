@@ -22,7 +22,7 @@
 // the next product (the accumulator layout of 16 columns is the register A layout of a k16 step:
 // wgmma.cuh, WgmmaRS); O (64 x D) += P V by BN / 16 wgmma m64nDk16 with V MN-major in shared memory;
 // K and V handed back (one arrival per consumer warp each). Causal blocks skip the key tiles wholly past
-// their last query, and the grid runs its query tiles last-first so that the longest start first.
+// their last query, and the grid runs the longest query tiles first (asynccopy/attention.cuh).
 // Epilogue: O / l rounded to T into the consumer's own rows of Q's buffer (the same 128B-swizzled
 // [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns; rows past q_len
 // are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240
@@ -33,6 +33,7 @@
 // at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
 // Constraints: sm_90a; T bf16 or f16; D 64 or 128; q_len, k_len >= 1; strides multiples of 16 bytes.
 // Run: asynccopy.attention(q, k, v, kernel="wgmma").
+#include <asynccopy/attention.cuh>
 #include <asynccopy/fastmath.cuh>
 #include <asynccopy/gemm.cuh>
 #include <asynccopy/mbarrier.cuh>
@@ -297,8 +298,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     __syncthreads();
 
     const int q_tiles = (q_len + BM - 1) / BM;
-    const int qt = CAUSAL ? q_tiles - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-    const int h = blockIdx.y, b = blockIdx.z, hk = h / group;
+    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (CAUSAL)  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
+        ac::causal_tile(q_tiles, gridDim.y, gridDim.z, 4ll * k_len * D / group, qt, h, b);
+    const int hk = h / group;
     const int q0 = qt * BM;
     int kv_tiles = (k_len + BN - 1) / BN;
     if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query

@@ -6,9 +6,9 @@
 //   A_MN = 0: A row-major (k contiguous)         A_MN = 1: A column-major (m contiguous: a transposed view)
 //   B_MN = 0: B column-major (k contiguous:      B_MN = 1: B row-major (n contiguous)
 //             x @ w.T with w row-major [n x k])
-// How: a block is 3 warpgroups. Warpgroup 0 is the producer: its thread 0 walks the block's output
+// How: a block is 3 warpgroups. Warpgroup 0 is the producer: its warp 0 walks the block's output
 // tiles and their BK-deep slices of k, waits for a free stage (empty[s]), announces the stage's bytes
-// on full[s] and issues the TMA loads (128B swizzle; boxes hanging off the matrices come back zero-
+// on full[s] and its lane 0 issues the TMA loads (128B swizzle; boxes hanging off the matrices come back zero-
 // filled, so any m, n, k work). Warpgroups 1 and 2 are consumers: each owns 64 rows of the BM = 128-row
 // tile and all its BN columns; per stage it waits on full[s], issues BK / 16 wgmma m64nBNk16 from
 // shared memory, waits for them, and hands the stage back (one arrival per consumer warp on empty[s]).
@@ -26,7 +26,7 @@
 //      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
 // Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128) (64, 64 in clusters of two:
 // each block loads half); A_MN = 1: dims (m, k),
-// box (64, 64); B_MN = 0: dims (k, n), box (64, BN); B_MN = 1: dims (n, k), box (64, 64); C (ALIGN 16):
+// box (64, 64); B_MN = 0: dims (k, n), box (64, BN) (64, BN / 2 when a pair shares B); B_MN = 1: dims (n, k), box (64, 64); C (ALIGN 16):
 // dims (n, m), box (128 bytes, 64); all 128B swizzle.
 // Constraints: sm_90a; BN in {64, 128, 256}; global strides of A and B multiples of 16 bytes (TMA).
 // Run: asynccopy.gemm(a, b) or `asynccopy bench gemm`.
@@ -58,12 +58,19 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_GROUP_M
 #define ASYNCCOPY_WGMMA_GROUP_M 8
 #endif
+//   ASYNCCOPY_WGMMA_SHARE     with CLUSTER 2, the operand the pair shares: 0 (default) A, the pair on two
+//                             tiles of one tile-row; 1 B, the pair on two tiles of one tile-column, each
+//                             loading half of B's tile (BN >= 128) and multicasting it.
 #ifndef ASYNCCOPY_WGMMA_CLUSTER
 #define ASYNCCOPY_WGMMA_CLUSTER 1
+#endif
+#ifndef ASYNCCOPY_WGMMA_SHARE
+#define ASYNCCOPY_WGMMA_SHARE 0
 #endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
+constexpr bool SHARE_B = CLUSTER > 1 && ASYNCCOPY_WGMMA_SHARE == 1;  // the pair shares B (else A)
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
@@ -138,13 +145,17 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
 // is empty).
 // With CLUSTER = 2 a unit is a pair of neighbouring tiles of one tile-row (tiles_n counts pairs then) and
 // block `rank` of the cluster takes tile column 2 pair + rank (past the matrix for an odd last pair: that
-// block still loads and multicasts its half of A, computes zeros and stores nothing).
+// block still loads and multicasts its half of A, computes zeros and stores nothing); with SHARE_B the
+// pair is two tiles of one tile-column (tiles_m counts pairs) and `rank` picks the tile-row.
 __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int tiles_n, int splits, int k_blocks,
                                             int& tm, int& tn, int& kb0, int& kb1, int rank = 0)
 {
     const int split = u / tiles;
     ac::grouped_tile<GROUP_M>(u - split * tiles, tiles_m, tiles_n, tm, tn);
-    tn = CLUSTER * tn + rank;
+    if (SHARE_B)
+        tm = CLUSTER * tm + rank;
+    else
+        tn = CLUSTER * tn + rank;
     kb0 = static_cast<int>(static_cast<long long>(split) * k_blocks / splits);
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
 }
@@ -170,6 +181,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 {
     static_assert(BM_ == BM, "tiles of 128 rows: 64 per consumer warpgroup");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles of 64, 128 or 256 columns");
+    static_assert(!SHARE_B || BN >= 128, "a shared B tile splits into two halves of whole 64-column panels");
     using Tag = typename ac::WgmmaType<T>::tag;
     constexpr int A_ELEMS = BM * BK;  // per stage
     constexpr int B_ELEMS = BN * BK;
@@ -196,8 +208,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         __syncthreads();
     }
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int cols = (tiles_n + CLUSTER - 1) / CLUSTER;  // units per tile-row: tiles, or pairs of them
-    const int tiles = tiles_m * cols;
+    // units per tile-row and tile-column: tiles, or pairs of them along the shared operand's other extent
+    const int cols = SHARE_B ? tiles_n : (tiles_n + CLUSTER - 1) / CLUSTER;
+    const int rows = SHARE_B ? (tiles_m + CLUSTER - 1) / CLUSTER : tiles_m;
+    const int tiles = rows * cols;
     const int k_blocks = (k + BK - 1) / BK;
     const int units = tiles * splits;  // work units: (split of k, output tile or pair), split-major
     const unsigned first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // this cluster's units, in turn
@@ -205,23 +219,26 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x != 0) {
-            if constexpr (CLUSTER == 1) return;
-        } else {
+        // warp 0 walks the units, all its lanes waiting together and lane 0 issuing (a lone thread 0 beside 31
+        // lanes parked at the cluster barrier would leave its warp divergent for the whole kernel)
+        if (threadIdx.x < 32) {
+            const bool issuer = threadIdx.x == 0;
             u64 it = 0;
             for (int u = first; u < units; u += step) {
                 int tm, tn, kb0, kb1;
-                unit_coords(u, tiles, tiles_m, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
+                unit_coords(u, tiles, rows, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
                 for (int kb = kb0; kb < kb1; ++kb, ++it) {
                     const int s = ac::stage_of<STAGES>(it);
+                    __syncwarp();  // the lanes wait together, lane 0 back from its issues
                     if constexpr (CLUSTER > 1)  // released by both blocks' consumers, the pair's remotely
                         ac::mbarrier_wait_parity_cluster(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
                     else
                         ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
+                    if (!issuer) continue;
                     ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
                     unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
                     unsigned short* b = a + A_ELEMS;
-                    if constexpr (CLUSTER > 1) {
+                    if constexpr (CLUSTER > 1 && !SHARE_B) {
                         // this block's half of A (64 rows of the tile; with A_MN = 1 its panel of 64 m) into the
                         // same place of both blocks' stage, completing on both blocks' full[s]
                         if (A_MN == 0) {
@@ -241,7 +258,21 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                             ac::tensor_load<2>(a + p * BK * 64, &map_a, at, &full[s]);
                         }
                     }
-                    if (B_MN == 0) {
+                    if constexpr (SHARE_B) {
+                        // this block's half of B (BN / 2 of its columns: with B_MN = 1 half of its panels)
+                        // into the same place of both blocks' stage
+                        if (B_MN == 0) {
+                            const int at[2] = {kb * BK, tn * BN + BN / 2 * rank};
+                            ac::tensor_load_multicast<2>(b + rank * BN / 2 * BK, &map_b, at, &full[s], 0x3);
+                        } else {
+#pragma unroll
+                            for (int q = 0; q < BN / 128; ++q) {
+                                const int p = rank * (BN / 128) + q;
+                                const int at[2] = {tn * BN + 64 * p, kb * BK};
+                                ac::tensor_load_multicast<2>(b + p * BK * 64, &map_b, at, &full[s], 0x3);
+                            }
+                        }
+                    } else if (B_MN == 0) {
                         const int at[2] = {kb * BK, tn * BN};
                         ac::tensor_load<2>(b, &map_b, at, &full[s]);
                     } else {
@@ -271,7 +302,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
     for (int u = first; u < units; u += step) {
         int tm, tn, kb0, kb1;
-        unit_coords(u, tiles, tiles_m, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
+        unit_coords(u, tiles, rows, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
         const int split = u / tiles;
         int prev = -1;  // the stage whose wgmma group is still in flight
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
@@ -310,7 +341,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::accumulator_fence(acc);
         if (prev >= 0 && lane == 0) release_stage(empty, prev);
         if constexpr (CLUSTER > 1) {
-            if (tn >= tiles_n) continue;  // the second tile of an odd last pair: nothing to store
+            if (tn >= tiles_n || tm >= tiles_m) continue;  // the second tile of an odd last pair: nothing to store
         }
         const int row0 = tm * BM + 64 * w;
         if constexpr (ALIGN == 16)

@@ -374,7 +374,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     sm = Shared(0, smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
     cp = CpAsync(sm, copies)
     q_smem = (stages - 1) * stage_bytes  # .cu "q_smem = smem + (STAGES - 1) * STAGE_BYTES"
-    m0 = (grid_x - 1 - bx) * MMA_BM  # .cu "m0 = (gridDim.x - 1 - blockIdx.x) * BM"
+    m0 = bx * MMA_BM  # .cu "m0 = qt * BM" (qt: blockIdx.x, or causal_tile's)
     qg = batch * a["q_sb"] + head * a["q_sh"]  # .cu "qg = q + batch * q_sb + head * q_sh; kg = k + batch * k_sb +
     kg = batch * a["k_sb"] + head // group * a["k_sh"]  # head / group * k_sh; vg likewise"
     vg = batch * a["v_sb"] + head // group * a["v_sh"]
@@ -488,10 +488,8 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     a["writes"] = np.zeros(a["out"].shape, dtype=np.int64)
     a["lse"] = np.full(batch * heads * q_len, np.nan)
     grid = (-(-q_len // MMA_BM), heads, batch)
-    for bz in range(grid[2]):
-        for by in range(grid[1]):
-            for bx in range(grid[0]):
-                _mma_block(a, (bx, by, bz), grid[:2], d, stages, causal, dtype, copies)
+    for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
+        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies)
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]
@@ -796,6 +794,34 @@ WG_PANEL = 64  # .cu "PANEL = 64"; per block BM = 64 * CONSUMERS queries, BN = B
 TURN_BARRIER = 4  # .cu "constexpr int TURN_BARRIER = 4;" (named barriers TURN_BARRIER + w)
 
 
+L2_BUDGET = 24 << 20  # attention.cuh "#define ASYNCCOPY_ATTN_L2_BUDGET (24ll << 20)"
+
+
+def causal_tile(lin: int, q_tiles: int, heads: int, batch: int, kv_bytes: int) -> tuple[int, int, int]:
+    """attention.cuh's causal_tile, line by line: (qt, h, b) of linear block ``lin``."""
+    pairs = heads * batch
+    fit = L2_BUDGET // (kv_bytes if kv_bytes > 0 else 1)  # .cu "fit = ASYNCCOPY_ATTN_L2_BUDGET / (kv_bytes ...)"
+    chunk = 1 if fit < 1 else pairs if fit > pairs else fit  # .cu "chunk = fit < 1 ? 1 : fit > pairs ? pairs : fit"
+    per_chunk = chunk * q_tiles
+    c = lin // per_chunk
+    first = c * chunk
+    size = pairs - first if pairs - first < chunk else chunk
+    r = lin - c * per_chunk
+    pair = first + r % size
+    return q_tiles - 1 - r // size, pair % heads, pair // heads  # .cu "qt = q_tiles - 1 - r / size; h, b"
+
+
+def grid_blocks(grid: tuple[int, int, int], causal: bool, kv_bytes: int):
+    """(qt, h, b) of each block of a (q_tiles, heads, batch) grid in linear order: blockIdx itself, or (causal)
+    causal_tile's."""
+    q_tiles, heads, batch = grid
+    for lin in range(q_tiles * heads * batch):
+        if causal:
+            yield causal_tile(lin, q_tiles, heads, batch, kv_bytes)
+        else:
+            yield lin % q_tiles, lin // q_tiles % heads, lin // (q_tiles * heads)
+
+
 def default_consumers(d: int) -> int:  # .cu "CONSUMERS_OF<D> = ... D == 64 ? 3 : 2"
     return 3 if d == 64 else 2
 
@@ -912,9 +938,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(consumers)]
     tma = Tma(sm, tma_policy, dtype)
 
-    # .cu "qt = CAUSAL ? q_tiles - 1 - blockIdx.x : blockIdx.x; ... kv_tiles = min(kv_tiles, last / BN + 1)"
-    q_tiles = (q_len + bm - 1) // bm
-    qt = q_tiles - 1 - bx if causal else bx
+    # .cu "int qt = blockIdx.x ... if (CAUSAL) causal_tile(...); ... kv_tiles = min(kv_tiles, last / BN + 1)"
+    qt = bx  # the query tile grid_blocks gave the block
     hk = h // group
     q0 = qt * bm
     kv_tiles = (k_len + bn - 1) // bn
@@ -1098,11 +1123,9 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     consumers = consumers or default_consumers(d)
     keys = keys or default_keys(d, causal)
     q_tiles = -(-q_len // (64 * consumers))
-    for b in range(batch):
-        for h in range(heads):
-            for bx in range(q_tiles):
-                _wgmma_block(qb, kb, vb, out, lse, writes, bx, h, b, group, d, stages, causal, scale_log2, dtype, tma,
-                             order, smem_base, overlap, pingpong, consumers, keys)
+    for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * kb.shape[2] * d // group):
+        _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
+                     order, smem_base, overlap, pingpong, consumers, keys)
     if np.any(writes > 1):
         raise AssertionError(f"{int((writes > 1).sum())} output elements written more than once")
     return out, lse.reshape(batch, heads, q_len)

@@ -46,16 +46,20 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
     assert cfg.smem_bytes + 2048 <= H200.smem_per_block_optin
 
 
-@pytest.mark.parametrize("a_mn", [False, True])
+@pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, True)])
 @pytest.mark.parametrize("tile_n", [128, 256])
-def test_the_cluster_variant_multicasts_a_and_syncs_its_pair(a_mn, tile_n):
+@pytest.mark.parametrize("share", ["0", "1"])
+def test_the_cluster_variant_multicasts_the_shared_operand_and_syncs_its_pair(a_mn, b_mn, tile_n, share):
     from dataclasses import replace
 
-    cfg = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, tile_n), 3, a_mn, False, 16)
-    pair = replace(cfg, defines=((matmul.CLUSTER_KNOB, 2),))
+    cfg = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, tile_n), 3, a_mn, b_mn, 16)
+    pair = replace(cfg, defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)))
     one, two = cfg.compile("sm_90a").sass(), pair.compile("sm_90a").sass()
-    # each block multicasts its half of A; B as before; the pair's barriers wait at cluster scope
-    assert "UTMALDG.2D.MULTICAST" in two and "UTMALDG.2D.MULTICAST" not in one
+    # each block multicasts its half of the shared operand (one box, or one panel per 64 columns of B's
+    # half), loads the other operand whole; the pair's barriers wait at cluster scope
+    multicasts = two.count("UTMALDG.2D.MULTICAST")
+    assert multicasts == (1 if share == "0" or not b_mn else tile_n // 128), two
+    assert "UTMALDG.2D.MULTICAST" not in one
     assert "UCGABAR" in two and "UCGABAR" not in one  # cluster.sync at the start and the end
     usage = matmul.build.disassemble(pair.compile("sm_90a").cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage

@@ -203,3 +203,35 @@ def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, st
     ref, ref_lse = _reference(torch, q, k, v, causal, scale)
     _check(torch, out, lse, ref, ref_lse, _torch_error(torch, q, k, v, causal, scale, ref),
            f"{variant} {shape} causal={causal} stages={stages} seed={seed}")
+
+
+ORDER_PROBE = r"""
+#include <asynccopy/attention.cuh>
+extern "C" __global__ void causal_order_probe(int* out, long long kv_bytes)
+{
+    int qt = -1, h = -1, b = -1;
+    asynccopy::causal_tile(gridDim.x, gridDim.y, gridDim.z, kv_bytes, qt, h, b);
+    const long long lin = blockIdx.x + gridDim.x * (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
+    if (threadIdx.x == 0) {
+        out[3 * lin] = qt;
+        out[3 * lin + 1] = h;
+        out[3 * lin + 2] = b;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("grid, kv_bytes", [((43, 16, 4), 2 << 20), ((6, 3, 2), 0), ((7, 5, 3), 9 << 20)])
+def test_the_kernels_causal_block_order_is_the_launch_models(torch, grid, kv_bytes):
+    """attention.cuh's causal_tile on the GPU: block by linear index, the (qt, h, b) the launch model assumes."""
+    from cuda.core import Stream
+
+    from asynccopy import build
+    from asynccopy.attention_kernels import causal_order
+
+    out = torch.full((3 * math.prod(grid),), -7, dtype=torch.int32, device="cuda")
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    kernel = build.compile(ORDER_PROBE, name="causal_order_probe").kernel("causal_order_probe")
+    build.launch(kernel, out.data_ptr(), np.int64(kv_bytes), grid=grid, block=32, stream=stream)
+    got = [tuple(x) for x in out.view(-1, 3).cpu().tolist()]
+    assert got == causal_order(*grid, kv_bytes)

@@ -189,23 +189,25 @@ def test_tune_keeps_the_fastest_candidate_and_gemm_uses_it(torch, facts, tmp_pat
 
 @pytest.mark.cc(9, 0)
 @pytest.mark.parametrize("shape", [(200, 763, 1000), (128, 512, 64), (1000, 130, 200), (1, 300, 77)])
-@pytest.mark.parametrize("a_mn", [False, True])
+@pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("tile_n", [128, 256])
-def test_the_cluster_variant_computes_the_same_product(torch, facts, shape, a_mn, tile_n):
-    """gemm_wgmma built with ASYNCCOPY_WGMMA_CLUSTER=2: pairs of blocks on neighbouring tiles, A multicast;
-    odd tile counts leave the last pair's second block past the matrix."""
+@pytest.mark.parametrize("share", ["0", "1"])
+def test_the_cluster_variant_computes_the_same_product(torch, facts, shape, a_mn, b_mn, tile_n, share):
+    """gemm_wgmma built with ASYNCCOPY_WGMMA_CLUSTER=2: pairs of blocks on neighbouring tiles sharing A (of
+    one tile-row) or B (of one tile-column, ASYNCCOPY_WGMMA_SHARE=1), multicast; odd tile counts leave the
+    last pair's second block past the matrix."""
     from dataclasses import replace
 
     m, n, k = shape
     a, ha = _operand(torch, m, k, a_mn, torch.bfloat16)
-    b, hb = _operand(torch, k, n, True, torch.bfloat16)
+    b, hb = _operand(torch, k, n, not b_mn, torch.bfloat16)  # B_MN = 1: row-major B
     store = torch.full((m, n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
     from cuda.core import Stream
 
     stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = replace(matmul.configure(ma, mb, "bfloat16", facts, kernel="wgmma", tile=(128, tile_n), stages=3),
-                  defines=((matmul.CLUSTER_KNOB, 2),), splits=1)
+                  defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1)
     matmul.launch(cfg, ma, mb, store.data_ptr(), n + 8, stream=stream, facts=facts)
     c = store[:, :n].double().cpu().numpy()
     assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
