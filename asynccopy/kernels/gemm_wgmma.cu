@@ -161,14 +161,12 @@ __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int t
 }
 
 // A consumer warp hands stage s back: to its own block's producer and, in a cluster of two, to its pair's
-// (whose multicast of A writes into this block's stage s too): a remote arrive, release at cluster scope.
-__device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s)
+// (whose multicast writes into this block's stage s too): a remote arrive, release at CTA scope (no fence:
+// asynccopy/cluster.cuh says why).
+__device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s, int rank)
 {
     ac::mbarrier_arrive(&empty[s]);
-    if constexpr (CLUSTER > 1) {
-        cg::cluster_group cluster = cg::this_cluster();
-        ac::mbarrier_arrive_remote(cluster.map_shared_rank(&empty[s], cluster.block_rank() ^ 1));
-    }
+    if constexpr (CLUSTER > 1) ac::mbarrier_arrive_remote_cta(&empty[s], static_cast<unsigned>(rank ^ 1));
 }
 
 }  // namespace
@@ -230,10 +228,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 for (int kb = kb0; kb < kb1; ++kb, ++it) {
                     const int s = ac::stage_of<STAGES>(it);
                     __syncwarp();  // the lanes wait together, lane 0 back from its issues
-                    if constexpr (CLUSTER > 1)  // released by both blocks' consumers, the pair's remotely
-                        ac::mbarrier_wait_parity_cluster(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
-                    else
-                        ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
+                    // released by the consumers (with a pair's too, remotely)
+                    ac::mbarrier_wait_parity(&empty[s], ac::phase_of<STAGES>(it) ^ 1u, {"gemm_wgmma", "empty", s});
                     if (!issuer) continue;
                     ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
                     unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
@@ -307,10 +303,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         int prev = -1;  // the stage whose wgmma group is still in flight
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = ac::stage_of<STAGES>(it);
-            if constexpr (CLUSTER > 1)  // completed by the pair's multicast too
-                ac::mbarrier_wait_parity_cluster(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
-            else
-                ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
+            // completed by this block's loads (and a pair's multicast)
+            ac::mbarrier_wait_parity(&full[s], ac::phase_of<STAGES>(it), {"gemm_wgmma", "full", s});
             const unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
             const unsigned short* b = a + A_ELEMS;
             ac::accumulator_fence(acc);
@@ -328,18 +322,18 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 // one stage: the producer refills it only once these products have read it
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc);
-                if (lane == 0) release_stage(empty, s);
+                if (lane == 0) release_stage(empty, s, rank);
             } else {
                 // keep this slice's products in flight; the previous slice's are done, so its stage is free
                 ac::wgmma_wait<1>();
                 ac::accumulator_fence(acc);
-                if (prev >= 0 && lane == 0) release_stage(empty, prev);
+                if (prev >= 0 && lane == 0) release_stage(empty, prev, rank);
                 prev = s;
             }
         }
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc);
-        if (prev >= 0 && lane == 0) release_stage(empty, prev);
+        if (prev >= 0 && lane == 0) release_stage(empty, prev, rank);
         if constexpr (CLUSTER > 1) {
             if (tn >= tiles_n || tm >= tiles_m) continue;  // the second tile of an odd last pair: nothing to store
         }

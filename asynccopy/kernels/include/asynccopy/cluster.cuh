@@ -1,7 +1,7 @@
 // asynccopy/cluster.cuh — one named wrapper per cluster-scope operation a kernel of a thread-block cluster
 // needs beside the mbarrier ones (asynccopy/mbarrier.cuh).
 //
-// What: an arrival, with release at cluster scope, on an mbarrier in another block's shared memory, given
+// What: an arrival on an mbarrier in another block's shared memory: with release at cluster scope, given
 // by the address cooperative_groups' cluster.map_shared_rank returned for it (its shared::cluster
 // window). The block that owns the barrier waits on it at cluster scope (mbarrier_wait_parity_cluster),
 // so that the arriving block's earlier writes and reads are ordered before what the waiter does next.
@@ -19,6 +19,21 @@ __device__ __forceinline__ void mbarrier_arrive_remote(mbarrier_t* remote)
 {
     cuda::ptx::mbarrier_arrive(cuda::ptx::sem_release, cuda::ptx::scope_cluster, cuda::ptx::space_cluster,
                                reinterpret_cast<cuda::std::uint64_t*>(remote));
+}
+
+// mbarrier.arrive.shared::cluster.b64 on the barrier at `bar`'s offset in block `rank` of the cluster (mapa),
+// with the default semantics: release at CTA scope. It orders only this thread's own earlier accesses, which
+// is what a consumer freeing a buffer needs (its reads are done; the owner's producer then overwrites the
+// buffer by TMA), and it costs no fence: the release.cluster form above compiles to MEMBAR.ALL.GPU before
+// the arrive, and its waiter's acquire.cluster to CCTL.IVALL (seen in gemm_wgmma's SASS, where one per
+// consumer warp and stage made a pipeline of clusters 40% slower). The owner waits with the plain,
+// CTA-scope mbarrier_wait_parity.
+__device__ __forceinline__ void mbarrier_arrive_remote_cta(mbarrier_t* bar, unsigned rank)
+{
+    asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+                 "r"(rank)
+                 : "memory");
 }
 
 }  // namespace asynccopy
