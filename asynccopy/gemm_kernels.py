@@ -54,6 +54,16 @@ class GemmKernel:
     # a -D macro that asks the compiler for two blocks per SM (at most 128 registers a thread): taken
     # where the kernel then needs no local memory (some layouts spill a few words under that cap)
     two_blocks_knob: str | None = None
+    # (tile, stages): where B's rows are off 128-byte lines, that tile runs in clusters of two blocks on
+    # neighbouring tile-rows that share B (each loads half, multicast) with this many stages (measured)
+    paired_b: tuple[tuple[int, int], int] | None = None
+
+    def pairs_share_b(self, tile: tuple[int, int], b_pitch_bytes: int, tiles_m: int, splits: int = 1) -> bool:
+        """Whether this tile of this B runs as cluster pairs sharing B: B's rows start off 128-byte lines
+        (each box row then spans two lines, and halving B's requests paid: H200, 3000x5000x7000 74% -> 93%
+        of cuBLAS), there are two tile-rows to pair, and k is not split."""
+        return (self.paired_b is not None and tile == self.paired_b[0] and b_pitch_bytes % 128 != 0 and tiles_m >= 2
+                and splits == 1)
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
@@ -95,7 +105,10 @@ KERNELS: dict[str, GemmKernel] = {
                    "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
                    "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 64), (128, 128), (128, 256)),
                    64, ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
-                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.57, 0.8, 1.0), tile_stages=(8, 6, 3)),
+                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.57, 0.8, 1.0), tile_stages=(8, 6, 3),
+                   # H200, 2026-12-02, % of cuBLAS, unpaired 3 stages -> paired 4: 3000x5000x7000 69 -> 93,
+                   # 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; B on 128-byte lines: 6144^3 100 -> 98, 3072x5120x7000 94 -> 94
+                   paired_b=((128, 256), 4)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,

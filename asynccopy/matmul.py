@@ -108,6 +108,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     align = alignment(a, b) if rec.operands == "pointers" else 16
     bm, bn = _tile(rec, tile, a.rows, b.cols, align, facts.sm_count)
     fit = min(rec.max_stages((bm, bn), facts.smem_per_block_optin, size), rec.max_stages_default)
+    stages_given = stages
     if stages is None:
         stages = rec.default_stages((bm, bn), fit)
     stages = check_int(stages, "stages", 1, 32)
@@ -118,8 +119,12 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     splits = 1
     if rec.split_k:
         splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
-    return GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
-                      splits=splits)
+    cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
+                     splits=splits)
+    if rec.pairs_share_b((bm, bn), b.lead * size, -(-a.rows // bm), splits):
+        paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
+        cfg = replace(cfg, stages=paired, defines=((CLUSTER_KNOB, 2), (SHARE_KNOB, "1")))
+    return cfg
 
 
 def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | None:

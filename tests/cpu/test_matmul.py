@@ -92,10 +92,18 @@ def test_operands_are_checked_against_each_other():
 
 
 def test_configuration_defaults_and_limits():
-    a, b = _m(1000, 512), _m(512, 3000)
+    a, b = _m(1000, 512), _m(512, 3072)
     cfg = matmul.configure(a, b, "bfloat16", H200)
     # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile at its measured 3 stages
     assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 3, False, True)
+    assert cfg.defines == ()
+    # B's rows 6000 bytes apart, off 128-byte lines: pairs of blocks on neighbouring tile-rows share B, 4 stages
+    paired = matmul.configure(a, _m(512, 3000), "bfloat16", H200)
+    assert paired.stages == 4 and dict(paired.defines) == {matmul.CLUSTER_KNOB: 2, matmul.SHARE_KNOB: "1"}
+    assert matmul.configure(a, _m(512, 3000), "bfloat16", H200, stages=2).stages == 2
+    # one tile-row: nothing to pair
+    assert matmul.configure(_m(100, 512), _m(512, 3000), "bfloat16", H200, tile=(128, 256)).defines == ()
+    b = _m(512, 3000)
     narrow = matmul.configure(a, _m(512, 100, row_major=False, lead=512), "bfloat16", H200)
     # one wave either way: 16 tiles of 128 x 64 (each at 0.57 of the widest's speed) beat 8 of 128 x 128 (0.8);
     # 8 stages of 24 KiB + 32 KiB of C staging + 2 KiB fit 227 KiB
