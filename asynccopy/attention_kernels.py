@@ -123,7 +123,7 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1)),
               "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
-              "keys128": ((KEYS_KNOB, 128),),
+              "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),)},
 }

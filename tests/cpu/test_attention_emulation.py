@@ -126,6 +126,8 @@ WGMMA_CASES = [
     (1, 2, 1, 64, 177, 128, False, 1, "float16", None, ("late", (0, "producer", 1), 48, "serial")),
     (1, 1, 1, 200, 529, 128, False, 2, "float16", None, ("eager", (1, 0, "producer"), 96, "pingpong")),
     (1, 1, 1, 129, 300, 128, False, 2, "bfloat16", None, ("late", ("producer", 0, 1), 96, "keys128")),
+    # 176-key tiles under the causal mask (the variant "keys176"): diagonal tiles of 128 queries across 176 keys
+    (1, 1, 1, 400, 400, 128, True, 2, "bfloat16", None, ("eager", (0, 1, "producer"), 96, "keys176")),
 ]
 
 
@@ -154,7 +156,7 @@ def test_wgmma_emulation_matches_sdpa(case):
     # with that many consumer warpgroups
     # with the default key tiles (176 keys at head dim 128 without the causal mask, else 128) or "keys128"
     consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
-    keys = 128 if variant == "keys128" else None
+    keys = {"keys128": 128, "keys176": 176}.get(variant)
     pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64)
     out, lse = emu.emulate_wgmma(q, k, v, causal, scale, stages, dtype=dtype, tma=tma, order=order, smem_base=base,
                                  overlap=variant != "serial", pingpong=pingpong, consumers=consumers, keys=keys)
