@@ -103,17 +103,31 @@ def calibrated_device(result: StreamBench, compute_ns: dict[int, float], memory:
     return replace(dev, latency_ns=(lo + hi) / 2)
 
 
-def _tiles_per_block(result: StreamBench, sm_count: int) -> float:
+def _tiles_per_block(result: StreamBench, sm_count: int, resident: int | None = None) -> float:
+    """Tiles each resident block walks: the grid's blocks (SMs x blocks_per_sm, at most one per tile) run in
+    waves of ``resident`` an SM (default: all of blocks_per_sm), a later wave's tiles after an earlier's."""
     n_tiles = -(-result.n // result.tile)
-    return n_tiles / min(n_tiles, sm_count * result.blocks_per_sm)
+    grid = min(n_tiles, sm_count * result.blocks_per_sm)
+    per_block = n_tiles / grid
+    return per_block * max(1.0, grid / (sm_count * (resident or result.blocks_per_sm)))
+
+
+def resident_blocks(result: StreamBench, dev: DeviceFacts, stages: int, threads: int) -> int:
+    """The blocks an SM holds at once at this stage count: the run's blocks_per_sm, or fewer where the
+    stages' shared memory (or the threads) allow fewer (the planner's occupancy)."""
+    rows = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=threads, device=dev,
+                        blocks_per_sm=result.blocks_per_sm, max_stages=stages, static_smem=1024).rows
+    return max(1, rows[stages - 1].blocks_per_sm)
 
 
 def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBench,
-                 ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None) -> float:
-    tiles = _tiles_per_block(result, dev.sm_count)
+                 ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None,
+                 threads: int | None = None) -> float:
+    resident = resident_blocks(result, dev, stages, threads or result.threads)
+    tiles = _tiles_per_block(result, dev.sm_count, resident)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=dev.latency_ns, bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9,
-                            blocks=result.blocks_per_sm, costs=NO_COSTS if ov is None else ov.costs(intensity),
+                            blocks=resident, costs=NO_COSTS if ov is None else ov.costs(intensity),
                             memory=memory)
     return sim.total_ns / 1e6
 
@@ -145,7 +159,8 @@ def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str
                          max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs, memory=memory)
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory) - ms) / ms for s, ms in by_stages.items()]
+        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory, result.threads + extra_threads) - ms) / ms
+                  for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows

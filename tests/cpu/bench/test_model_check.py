@@ -259,3 +259,23 @@ def test_an_unswept_pick_is_timed_beside_its_best_again():
     bench.rows.append(_row("ldgsts", 4, 8, 0.7))
     _, again = model_check.check(bench, compute)
     assert again[1].best_ms == 0.7
+
+
+def test_the_simulator_runs_the_blocks_that_fit_at_each_stage_count():
+    """A recorded H200 run at tile 8192 floats and 2 blocks per SM (2026-12-02): at 4 stages (128 KiB a block)
+    one block fits an SM, and the grid's 264 blocks run in two waves. The producer-paced ws_pipeline then takes
+    half the pace: measured 0.81 ms at 4 stages against 0.56 at 3. Simulated as the SM holds them: 4 stages within
+    5%, and slower than 3 by about as much (3 stages sit at the bandwidth floor, 10% under the measurement)."""
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data" / "h200_plan_tile8192_2blocks.json"
+    result, compute, overheads = model_check.load(data)
+    fit = model_check.load_memory(data)
+    dev = model_check.calibrated_device(result, compute, fit.curve)
+    threads = result.threads + 32  # the one producer warp
+    assert [model_check.resident_blocks(result, dev, s, threads) for s in (1, 2, 3, 4)] == [2, 2, 2, 1]
+    measured = {r.stages: r.ms for r in result.rows if r.label == "ws_pipeline p2" and r.intensity == 0}
+    ov = overheads["ws_pipeline p2"]
+    got = {s: model_check.predicted_ms(dev, s, ov.compute_ns(0), result, ov, 0, fit.curve, threads) for s in (3, 4)}
+    assert abs(got[4] - measured[4]) / measured[4] < 0.05, (got, measured)
+    assert got[4] / got[3] > 1.4 and measured[4] / measured[3] > 1.4, (got, measured)
