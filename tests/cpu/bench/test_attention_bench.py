@@ -310,7 +310,7 @@ def test_variants_run_beside_their_kernels_default_build():
     from asynccopy.attention_kernels import VARIANTS
 
     facts = device.lookup("H200")
-    p = Problem(1, 4, 4, 1000, 1000, 64, "bfloat16")
+    p = Problem(4, 16, 16, 8192, 8192, 64, "bfloat16")  # long enough for the kernel's own consumer count
     configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("serial", "pingpong"))
     labels = [(label, cfg.stages, cfg.defines) for label, cfg in configs]
     assert ("wgmma", 1, ()) in labels and ("wgmma", 2, ()) in labels
@@ -319,6 +319,6 @@ def test_variants_run_beside_their_kernels_default_build():
         assert ("wgmma+pingpong", st, VARIANTS["wgmma"]["pingpong"]) in labels
     assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # mma has no variants
-    known = "consumers2, consumers3, keys128, overlap, pingpong, serial"
+    known = "consumers2, consumers3, headmajor, keys128, keys176, overlap, pingpong, serial"
     with pytest.raises(ArgumentError, match=rf"unknown variant 'fast'; known: {known}"):
         ab.variants_for(["fast"])
