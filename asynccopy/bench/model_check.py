@@ -85,18 +85,20 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
 
 # What a tile-stream kernel's reads and writes reach of a plain device copy's rate when nothing else limits
 # them: 91-92% for the deep-pipelined kernels at intensity 0 in the default regime (tile 4096, 256 threads,
-# H200, 2026-11-30: the simulator was 9-15% under there, streaming at the copy's rate).
+# H200, 2026-11-30: the simulator was 9-15% under there, streaming at the copy's rate). The simulator's times
+# stream at this share of the copy rate where a memory curve is calibrated; the planner keeps the copy rate
+# (its rules were chosen with it: at this share its memory-bound rule gave LDGSTS at tile 2048 four stages
+# where eight are 7-12% faster, 37 of 48 picks within 5% against 44).
 STREAM_EFFICIENCY = 0.915
 
 
 def calibrated_device(result: StreamBench, compute_ns: dict[int, float], memory: MemoryCurve | None = None) -> DeviceFacts:
     """The run's device, with the run's bandwidth and a latency fitted to the baseline at intensity 0
-    (with a memory curve: the curve's unloaded latency; the curve gives each copy its own, and the bandwidth is
-    the copy rate's STREAM_EFFICIENCY)."""
+    (with a memory curve: the curve's unloaded latency; the curve gives each copy its own)."""
     base_name = mechanism.baseline()
     base = DeviceFacts.from_dict(result.device)
     if memory is not None:
-        return replace(base, bandwidth=result.copy_gbps * 1e9 * STREAM_EFFICIENCY, latency_ns=memory.latency_ns,
+        return replace(base, bandwidth=result.copy_gbps * 1e9, latency_ns=memory.latency_ns,
                        latency_source=f"memory curve, {memory.source}" if memory.source else "memory curve")
     dev = replace(base, bandwidth=result.copy_gbps * 1e9, latency_source=f"fitted to {base_name} at intensity 0")
     sync0 = next(r.ms for r in result.rows if r.mechanism == base_name and r.intensity == 0)
@@ -132,8 +134,9 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
                  threads: int | None = None) -> float:
     resident = resident_blocks(result, dev, stages, threads or result.threads)
     tiles = _tiles_per_block(result, dev.sm_count, resident)
+    bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
-                            latency_ns=dev.latency_ns, bandwidth_per_sm=dev.bandwidth / dev.sm_count / 1e9,
+                            latency_ns=dev.latency_ns, bandwidth_per_sm=bandwidth / dev.sm_count / 1e9,
                             blocks=resident, costs=NO_COSTS if ov is None else ov.costs(intensity),
                             memory=memory)
     return sim.total_ns / 1e6
