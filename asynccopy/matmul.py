@@ -141,7 +141,10 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     except (ArgumentError, KeyError, TypeError, ValueError):
         return None  # a record of another alignment or an older format: the defaults then
     k_blocks = -(-a.cols // cfg.record.bk)
-    return replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
+    cfg = replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
+    if cfg.splits > 1 or record.get("paired") is False:  # the record's tile ran alone: no cluster pair
+        cfg = replace(cfg, defines=())
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------

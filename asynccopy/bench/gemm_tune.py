@@ -2,8 +2,9 @@
 the fastest as the record of its shape class (asynccopy.tuning), which asynccopy.gemm then uses.
 
 Candidates: every kernel that takes the dtype (and the operands' alignment) on this GPU, each of its
-tiles, its stage counts from 2 to what fits (and 1), and for a split-k kernel the split its rule picks,
-half of it and none. Each candidate's C is checked against the first candidate's before it is timed
+tiles, its stage counts from 2 to what fits (and 1), for a split-k kernel the split its rule picks,
+half of it and none, and where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile
+both paired and alone. Each candidate's C is checked against the first candidate's before it is timed
 (CUDA events, median; the same operands, so the figures compare configurations, not inputs)."""
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from dataclasses import asdict, dataclass, replace
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
 from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count
-from ..matmul import check_operands, configure, launch, matrix, why_not
+from ..matmul import CLUSTER_KNOB, SHARE_KNOB, check_operands, configure, launch, matrix, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
+
+
+PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # matmul.configure's defines for cluster pairs sharing B
 
 
 def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
@@ -36,6 +40,7 @@ class Trial:
     splits: int
     ms: float
     tflops: float
+    paired: bool = False  # run as cluster pairs sharing B (GemmKernel.paired_b)
 
 
 @dataclass
@@ -64,7 +69,10 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                 splits |= {s, max(1, s // 2)}
             for stages in sorted({1, *range(2, fit + 1)}):
                 for sp in sorted(splits):
-                    out.append(replace(first, tile=tile, stages=stages, splits=sp))
+                    alone = replace(first, tile=tile, stages=stages, splits=sp, defines=())
+                    out.append(alone)
+                    if rec.pairs_share_b(tile, b.lead * itemsize(base.dtype), -(-a.rows // tile[0]), sp):
+                        out.append(replace(alone, defines=PAIRED))
     return out
 
 
@@ -105,11 +113,13 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
             raise AsyncCopyError(f"{cfg.kernel} tile {cfg.tile} stages {cfg.stages} splits {cfg.splits}: C differs "
                                  f"from the first candidate's by {err:.2e}")
         ms = median(time_ms(run, stream, warmup=warmup, reps=reps))
-        trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9))
+        trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9,
+                            cfg.defines == PAIRED))
         if progress:
             t = trials[-1]
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"
-                     f"{f' splits {t.splits}' if t.splits > 1 else ''}: {t.ms:.3f} ms, {t.tflops:.0f} TFLOP/s")
+                     f"{f' splits {t.splits}' if t.splits > 1 else ''}{' paired' if t.paired else ''}: {t.ms:.3f} ms, "
+                     f"{t.tflops:.0f} TFLOP/s")
     best = min(trials, key=lambda t: t.ms)
     entry = tuning.key(facts, dtype, layout, m, n, k, alignment(a, b))
     if save:

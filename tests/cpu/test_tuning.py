@@ -101,3 +101,23 @@ def test_without_a_cache_directory_records_last_for_the_process(monkeypatch):
 def test_tune_names_a_bad_argument_before_looking_for_a_gpu(args, kwargs, message):
     with pytest.raises(ArgumentError, match=message):
         asynccopy.gemm.tune(*args, **kwargs)
+
+
+def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cache):
+    from asynccopy.bench import gemm_tune
+
+    # B's rows 6000 bytes apart: the 128 x 256 tile pairs by default; tuning times it paired and alone
+    a, b = _m(3000, 4096), _m(4096, 3000)
+    base = matmul.configure(a, b, "bfloat16", H200)
+    assert base.defines == gemm_tune.PAIRED
+    configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
+    paired = [c for c in configs if c.defines]
+    assert paired and all(c.defines == gemm_tune.PAIRED and c.tile == (128, 256) and c.splits == 1 for c in paired)
+    assert {c.stages for c in paired} == {c.stages for c in configs if c.tile == (128, 256) and not c.defines}
+    entry = tuning.key(H200, "bfloat16", "nn", 3000, 3000, 4096)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": False})
+    assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # the record ran alone
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
+    assert matmul.configure(a, b, "bfloat16", H200).defines == gemm_tune.PAIRED
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 2})
+    assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # no pairs with split k
