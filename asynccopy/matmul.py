@@ -228,14 +228,8 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     rec = cfg.record
     bm, bn = cfg.tile
     l2 = cfg.l2_promotion
-    cluster = int(dict(cfg.defines).get(CLUSTER_KNOB, 1) or 1)
-    if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
-        raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
-                            f"(splits={cfg.splits})")
+    cluster, share_b = _cluster_of(cfg)
     # clusters of two: each block loads and multicasts half of the shared operand's tile (A's by default)
-    share_b = cluster == 2 and dict(cfg.defines).get(SHARE_KNOB) == "1"
-    if share_b and bn < 128:
-        raise ArgumentError(f"{SHARE_KNOB}=1: a shared B tile needs 128 or more columns (tile {bm} x {bn})")
     a_rows, b_rows = (bm, bn // 2) if share_b else (bm // cluster, bn)
     map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, a_rows, rec.bk, l2)
     map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, b_rows, rec.bk, l2)
@@ -282,6 +276,19 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
                      np.int32(splits), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
                      grid=max(1, min(-(-groups // 256), 8 * facts.sm_count)), block=256, stream=stream)
         ws.close(stream)
+
+
+def _cluster_of(cfg: GemmConfig) -> tuple[int, bool]:
+    """The blocks a cluster of this configuration holds (1 or 2) and whether a pair shares B (else A)."""
+    cluster = int(dict(cfg.defines).get(CLUSTER_KNOB, 1) or 1)
+    if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
+        raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
+                            f"(splits={cfg.splits})")
+    share_b = cluster == 2 and dict(cfg.defines).get(SHARE_KNOB) == "1"
+    if share_b and cfg.tile[1] < 128:
+        raise ArgumentError(f"{SHARE_KNOB}=1: a shared B tile needs 128 or more columns (tile {cfg.tile[0]} x "
+                            f"{cfg.tile[1]})")
+    return cluster, share_b
 
 
 def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:

@@ -18,7 +18,6 @@ from ..matmul import CLUSTER_KNOB, SHARE_KNOB, check_operands, configure, launch
 from ..matrix import alignment
 from .harness import median, time_ms
 
-
 PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # matmul.configure's defines for cluster pairs sharing B
 
 
