@@ -227,6 +227,7 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
 # The launch model: how long a grid of query tiles takes on the SMs, and the consumer count it gives
 
 L2_BUDGET = 24 << 20  # asynccopy/attention.cuh's ASYNCCOPY_ATTN_L2_BUDGET: bytes of K and V a chunk of heads holds
+WAVES_MODELLED = 8  # grids of more blocks than this many waves keep the default consumer count unsimulated
 
 
 def causal_order(q_tiles: int, heads: int, batch: int, kv_bytes: int) -> list[tuple[int, int, int]]:
@@ -272,6 +273,8 @@ def consumers_for_problem(rec: AttentionKernel, head_dim: int, q_len: int, k_len
     options = [(c, speed) for d, c, speed in rec.fewer_consumers if d == head_dim]
     if default is None or not options:
         return default
+    if -(-q_len // (64 * default)) * heads * batch > WAVES_MODELLED * sms:
+        return default  # many waves: the last one's idle SMs weigh little against the default's speed
     group = heads // (kv_heads or heads)
     kv_bytes = 4 * k_len * head_dim // group
     bn = rec.keys_for(head_dim, causal)

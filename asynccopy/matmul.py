@@ -121,9 +121,9 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
     cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
                      splits=splits)
-    if rec.pairs_share_b((bm, bn), b.lead * size, -(-a.rows // bm), splits):
+    if rec.pairs_share_b((bm, bn), b.lead * size, -(-a.rows // bm), splits, b.ptr):
         paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
-        cfg = replace(cfg, stages=paired, defines=((CLUSTER_KNOB, 2), (SHARE_KNOB, "1")))
+        cfg = replace(cfg, stages=paired, defines=PAIRED)
     return cfg
 
 
@@ -142,9 +142,11 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
         return None  # a record of another alignment or an older format: the defaults then
     k_blocks = -(-a.cols // cfg.record.bk)
     cfg = replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
-    if cfg.splits > 1 or record.get("paired") is False:  # the record's tile ran alone: no cluster pair
-        cfg = replace(cfg, defines=())
-    return cfg
+    pair = cfg.record.pairs_share_b(cfg.tile, b.lead * ITEMSIZE[a.dtype], -(-a.rows // cfg.tile[0]), cfg.splits,
+                                    b.ptr)
+    if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
+        pair = pair and bool(record["paired"])
+    return replace(cfg, defines=PAIRED if pair else ())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,8 +154,9 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
 
 
 _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"}
-CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two with A multicast (a variant, not default)
-SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # with clusters of two, 1: the pair shares B (tiles of one tile-column)
+CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two, sharing a multicast operand tile
+SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # with clusters of two, 1: the pair shares B (tiles of one tile-column), else A
+PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # pairs sharing B: the default where B's rows are off 128-byte lines
 
 
 @functools.lru_cache(maxsize=256)

@@ -14,12 +14,9 @@ from dataclasses import asdict, dataclass, replace
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
 from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count
-from ..matmul import CLUSTER_KNOB, SHARE_KNOB, check_operands, configure, launch, matrix, why_not
+from ..matmul import PAIRED, check_operands, configure, launch, matrix, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
-
-PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # matmul.configure's defines for cluster pairs sharing B
-
 
 def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
     """The asynccopy kernels asked for (default: every one) that multiply ``dtype``."""
@@ -70,7 +67,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                 for sp in sorted(splits):
                     alone = replace(first, tile=tile, stages=stages, splits=sp, defines=())
                     out.append(alone)
-                    if rec.pairs_share_b(tile, b.lead * itemsize(base.dtype), -(-a.rows // tile[0]), sp):
+                    if rec.pairs_share_b(tile, b.lead * itemsize(base.dtype), -(-a.rows // tile[0]), sp, b.ptr):
                         out.append(replace(alone, defines=PAIRED))
     return out
 

@@ -235,6 +235,7 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
     nrows = -(-len(labels) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), dpi=110, squeeze=False)
     colors = plt.get_cmap("viridis")([i / max(1, len(intensities) - 1) * 0.9 for i in range(len(intensities))])
+    threads = {r.label: result.threads + 32 * r.producers for r in result.rows}  # as check() counts them
     for ax, label in zip(axes.flat, labels):
         ov = overheads.get(label)
         for color, k in zip(colors, intensities):
@@ -244,7 +245,8 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
             stages = [s for s, _ in pts]
             compute = ov.compute_ns(k) if ov else compute_ns[k]
             ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory) for s in stages], "--", color=color, lw=1)
+            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label]) for s in stages], "--",
+                    color=color, lw=1)
             at = dict(pts).get(planned.get((label, k)))
             if at is not None:
                 ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)

@@ -24,7 +24,7 @@
 //      A_MN = 1: [BM / 64][BK][64] (panels of 64 m, one per consumer)
 //   B: B_MN = 0: [BN][BK]
 //      B_MN = 1: [BN / 64][BK][64] (panels of 64 n)
-// Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128) (64, 64 in clusters of two:
+// Tensor maps (asynccopy.matmul builds them): A_MN = 0: dims (k, m), box (64, 128) (64, 64 when a pair shares A:
 // each block loads half); A_MN = 1: dims (m, k),
 // box (64, 64); B_MN = 0: dims (k, n), box (64, BN) (64, BN / 2 when a pair shares B); B_MN = 1: dims (n, k), box (64, 64); C (ALIGN 16):
 // dims (n, m), box (128 bytes, 64); all 128B swizzle.

@@ -121,3 +121,10 @@ def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cach
     assert matmul.configure(a, b, "bfloat16", H200).defines == gemm_tune.PAIRED
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 2})
     assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # no pairs with split k
+    # a paired record of a shape whose default splits k: the record's one split, paired as it was timed
+    a, b = _m(256, 8192), _m(8192, 1000)
+    assert matmul.configure(a, b, "bfloat16", H200, tile=(128, 256)).splits > 1
+    tuning.save(tuning.key(H200, "bfloat16", "nn", 256, 1000, 8192),
+                {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
+    tuned = matmul.configure(a, b, "bfloat16", H200)
+    assert (tuned.splits, tuned.stages, tuned.defines) == (1, 3, gemm_tune.PAIRED)

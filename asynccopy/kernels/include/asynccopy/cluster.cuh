@@ -1,10 +1,14 @@
 // asynccopy/cluster.cuh — one named wrapper per cluster-scope operation a kernel of a thread-block cluster
 // needs beside the mbarrier ones (asynccopy/mbarrier.cuh).
 //
-// What: an arrival on an mbarrier in another block's shared memory: with release at cluster scope, given
-// by the address cooperative_groups' cluster.map_shared_rank returned for it (its shared::cluster
-// window). The block that owns the barrier waits on it at cluster scope (mbarrier_wait_parity_cluster),
-// so that the arriving block's earlier writes and reads are ordered before what the waiter does next.
+// What: an arrival on an mbarrier in another block's shared memory, two ways:
+//   mbarrier_arrive_remote      release at cluster scope, on the address cooperative_groups'
+//                               cluster.map_shared_rank returned for it (its shared::cluster window); the owner
+//                               waits at cluster scope (mbarrier_wait_parity_cluster), so that the arriving
+//                               block's earlier ordinary writes are visible to it (the STAS ring's data);
+//   mbarrier_arrive_remote_cta  release at CTA scope, on the barrier at a local barrier's offset in block
+//                               `rank` (mapa); the owner waits with the plain mbarrier_wait_parity: for a
+//                               barrier that only hands a buffer back (below: no fence either side).
 // Use: #include <asynccopy/cluster.cuh> in a kernel launched in clusters (CC 9.0).
 #pragma once
 
