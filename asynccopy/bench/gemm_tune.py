@@ -18,6 +18,7 @@ from ..matmul import PAIRED, check_operands, configure, launch, matrix, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
 
+
 def kernels_for(dtype: str, kernels=None) -> tuple[str, ...]:
     """The asynccopy kernels asked for (default: every one) that multiply ``dtype``."""
     for name in kernels or ():
