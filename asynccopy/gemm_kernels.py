@@ -11,6 +11,7 @@ from . import build
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16", "float32")
+MMA_WARPS_KNOB = "ASYNCCOPY_MMA_WARPS"  # gemm_mma.cu's warps a block (8; 4: 128 x 128 tiles, two blocks an SM)
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
 
@@ -146,6 +147,12 @@ class GemmConfig:
     @property
     def tile_n(self) -> int:
         return self.tile[1]
+
+    @property
+    def threads(self) -> int:
+        """Threads a block: the record's, or 128 for the mma kernel built with four warps (ASYNCCOPY_MMA_WARPS=4)."""
+        warps = dict(self.defines).get(MMA_WARPS_KNOB)
+        return 32 * int(warps) if self.kernel == "mma" and warps is not None else self.record.threads
 
     def name_expression(self) -> str:
         args = [_STORAGE[self.dtype], _STORAGE[self.out_dtype], *map(str, self.tile), str(self.stages),

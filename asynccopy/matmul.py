@@ -19,11 +19,21 @@ import numpy as np
 from . import arrays, build, device
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
-from .gemm_kernels import _STORAGE, DTYPES, KERNELS, OUT_DTYPES, GemmConfig, GemmKernel, itemsize, split_count
+from .gemm_kernels import (
+    _STORAGE,
+    DTYPES,
+    KERNELS,
+    MMA_WARPS_KNOB,
+    OUT_DTYPES,
+    GemmConfig,
+    GemmKernel,
+    itemsize,
+    split_count,
+)
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
-__all__ = ["DTYPES", "KERNELS", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure",
-           "gemm", "itemsize", "launch", "matrix", "split_count", "why_not"]
+__all__ = ["DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
+           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -221,7 +231,7 @@ def launch(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, strea
     args = (a.ptr, np.int64(a.lead), b.ptr, np.int64(b.lead), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
             np.int32(k))
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    build.launch(kernel, *args, grid=-(-m // bm) * -(-n // bn), block=rec.threads, stream=stream, shmem=cfg.smem_bytes)
+    build.launch(kernel, *args, grid=-(-m // bm) * -(-n // bn), block=cfg.threads, stream=stream, shmem=cfg.smem_bytes)
 
 
 def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, stream, facts) -> None:

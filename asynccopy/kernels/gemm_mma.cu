@@ -8,9 +8,9 @@
 //   A_MN = 0: A row-major, a[i * lda + kk]       A_MN = 1: A column-major, a[kk * lda + i]
 //   B_MN = 0: B column-major, b[j * ldb + kk]    B_MN = 1: B row-major, b[kk * ldb + j]
 //             (x @ w.T with w row-major [n x k])
-// How: one block of 256 threads per BM x BN output tile (a 1D grid of exactly tiles_m * tiles_n
-// blocks, visited in groups of GROUP_M tile-rows so that concurrently running blocks share A and B
-// tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a 64 x (BN / 4) piece of the tile: MI x NI
+// How: one block of 256 threads (128 with ASYNCCOPY_MMA_WARPS=4, below) per BM x BN output tile (a 1D grid of
+// exactly tiles_m * tiles_n blocks, visited in groups of GROUP_M tile-rows so that concurrently running
+// blocks share A and B tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a 64 x (BN / 4) piece of the tile: MI x NI
 // = 4 x 4 (BN = 128) or 4 x 8 (BN = 256) mma tiles of 16 x 8, MI * NI * 4 f32 accumulators per thread.
 // k is walked in slices of BK = 64 through STAGES shared-memory stages (group_pipeline.cuh's protocol,
 // written out: this kernel has no trace buffer): the first STAGES - 1 slices are copied ahead; for
@@ -55,6 +55,11 @@ namespace {
 //   ASYNCCOPY_MMA_BK          k per stage, 32 or 64 (default 64)
 //   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (default 1)
 //   ASYNCCOPY_MMA_UNROLL      copies per thread and slice up to which the copy loop is unrolled (default 8)
+//   ASYNCCOPY_MMA_WARPS       8 (default): 256 threads, a 2 x 4 warp grid, one block an SM; 4: 128 threads, a
+//                             2 x 2 grid of 64 x 64 warp pieces over a 128 x 128 tile, built for two blocks
+//                             an SM (3 stages of 32 KiB fit twice), so that one block's barrier and copies
+//                             overlap the other's products (CUTLASS's usual Ampere shape). The launch
+//                             follows it (GemmConfig.threads).
 #ifndef ASYNCCOPY_MMA_BK
 #define ASYNCCOPY_MMA_BK 64
 #endif
@@ -64,11 +69,16 @@ namespace {
 #ifndef ASYNCCOPY_MMA_UNROLL
 #define ASYNCCOPY_MMA_UNROLL 8
 #endif
+#ifndef ASYNCCOPY_MMA_WARPS
+#define ASYNCCOPY_MMA_WARPS 8
+#endif
 constexpr int BK = ASYNCCOPY_MMA_BK;  // k per stage: BK / 16 mma k16 steps
 static_assert(BK == 32 || BK == 64, "slices of 32 or 64 k");
-constexpr int THREADS = 256;
-constexpr int WARPS_M = 2;   // the block's 8 warps as a 2 x 4 grid over the output tile
-constexpr int WARPS_N = 4;
+static_assert(ASYNCCOPY_MMA_WARPS == 8 || ASYNCCOPY_MMA_WARPS == 4, "blocks of 8 or 4 warps");
+constexpr int WARPS_M = 2;   // the block's warps as a 2 x 4 (or 2 x 2) grid over the output tile
+constexpr int WARPS_N = ASYNCCOPY_MMA_WARPS / 2;
+constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+constexpr int MIN_BLOCKS = ASYNCCOPY_MMA_WARPS == 4 ? 2 : 1;  // blocks an SM the registers must allow
 constexpr int GROUP_M = 8;   // tile-rows visited together (L2 reuse)
 
 // The byte offset of byte `col_byte` of row `row` in a shared tile of rows of ROW_BYTES bytes whose
@@ -258,7 +268,7 @@ __device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigne
 }  // namespace
 
 template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     gemm_mma(const T* __restrict__ a, long long lda, const T* __restrict__ b, long long ldb,
              OutT* __restrict__ c, long long ldc, int m, int n, int k)
 {
@@ -272,7 +282,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int STAGE_BYTES = OpA::TILE_BYTES + OpB::TILE_BYTES;  // 2 * BK * (BM + BN)
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;             // a warp's piece: 64 x 32 or 64 x 64
     constexpr int MI = WM / 16, NI = WN / 8;
-    static_assert(WARPS_M * WARPS_N * 32 == THREADS && NI % 2 == 0, "8 warps; B fragments in pairs of n8 tiles");
+    static_assert(NI % 2 == 0, "B fragments in pairs of n8 tiles");
+    static_assert(WN <= 64, "warp pieces of at most 64 x 64 (4 warps take 128 x 128 tiles)");
 
     // [STAGES][A tile | B tile], each as Operand describes: bf16 / f16, 16-byte chunks XOR-swizzled per row
     unsigned char* smem = ac::dynamic_smem<unsigned char>();

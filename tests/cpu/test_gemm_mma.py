@@ -4,6 +4,7 @@ with .trans where an operand is MN-major, HMMA.16816 of the input type) and with
 
 import itertools
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -119,3 +120,24 @@ def test_mma_and_wgmma_headers_share_a_translation_unit(order):
     sass = asynccopy.compile(source, arch="sm_90a", name="both_headers").sass()
     assert "LDSM.16.M88.4" in sass and "LDSM.16.MT88.4" in sass
     assert "HMMA.16816.F32.BF16" in sass and re.search(r"HMMA\.16816\.F32 ", sass)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("a_mn, b_mn", MAJORS)
+@pytest.mark.parametrize("align", (16, 2))
+def test_the_four_warp_variant_builds_for_two_blocks_an_sm(arch, a_mn, b_mn, align):
+    """ASYNCCOPY_MMA_WARPS=4: 128 threads, 64 x 64 warp pieces; registers for two blocks an SM, no spill."""
+    cfg = GemmConfig("mma", "bfloat16", "bfloat16", (128, 128), 3, a_mn, b_mn, align,
+                     defines=((matmul.MMA_WARPS_KNOB, 4),))
+    assert cfg.threads == 128 and GemmConfig("mma", "bfloat16", "bfloat16", (128, 128), 3, a_mn, b_mn, align).threads == 256
+    module = cfg.compile(arch)
+    sass = module.sass()
+    # 4 x 8 mma tiles of 16 x 8 a warp per k16 step, 4 steps a slice: 128 HMMA in the unrolled slice
+    assert sass.count("HMMA.16816.F32.BF16") == 128, sass.count("HMMA.16816.F32.BF16")
+    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage), usage
+    regs = int(re.search(r"REG:(\d+)", usage).group(1))
+    assert 2 * 128 * (-(-regs // 8) * 8) <= A100.regs_per_sm, regs  # two blocks' registers fit an SM
+    # and their stages: 3 of 32 KiB twice on an H200 (228 KiB an SM), 2 on an A100 (164 KiB)
+    assert 2 * (cfg.smem_bytes + cfg.record.smem_reserve) <= device.lookup("H200").smem_per_sm
+    assert 2 * (replace(cfg, stages=2).smem_bytes + cfg.record.smem_reserve) <= A100.smem_per_sm

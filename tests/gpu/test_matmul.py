@@ -213,3 +213,29 @@ def test_the_cluster_variant_computes_the_same_product(torch, facts, shape, a_mn
     assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
     ref = ha @ hb
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL["bfloat16"]
+
+
+@pytest.mark.parametrize("shape", [(200, 763, 1000), (1, 300, 77), (1000, 130, 200), (256, 256, 1)])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("pad, offset", [(8, 0), (1, 0), (4, 2)])  # copies of 16, 2 and 8 bytes
+def test_the_four_warp_mma_variant_computes_the_same_product(torch, facts, shape, layout, pad, offset):
+    """gemm_mma built with ASYNCCOPY_MMA_WARPS=4: 128 threads, 64 x 64 warp pieces of 128 x 128 tiles."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    require_cc(facts, (8, 0))
+    m, n, k = shape
+    a, ha = _operand(torch, m, k, layout[0] == "t", torch.float16, pad=pad, offset=offset)
+    b, hb = _operand(torch, k, n, layout[1] == "t", torch.float16, pad=pad, offset=offset)
+    store = torch.full((m, n + 3), float("nan"), device="cuda", dtype=torch.float16)
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    cfg = replace(matmul.configure(ma, mb, "float16", facts, kernel="mma", tile=(128, 128), stages=3),
+                  defines=((matmul.MMA_WARPS_KNOB, 4),))
+    assert cfg.threads == 128
+    matmul.launch(cfg, ma, mb, store.data_ptr(), n + 3, stream=stream, facts=facts)
+    c = store[:, :n].double().cpu().numpy()
+    assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+    ref = ha @ hb
+    assert np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-30) < TOL["float16"]
