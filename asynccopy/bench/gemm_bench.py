@@ -79,6 +79,12 @@ class _Operands:
         return ((self.c[0].double() - self.ref).norm() / self.ref.norm().clamp_min(1e-30)).item()
 
 
+def config_label(cfg) -> str:
+    """What a kernel row ran: its tile, its split of k, and whether it ran as cluster pairs sharing B."""
+    return (f"tile {cfg.tile[0]}x{cfg.tile[1]}" + (f" x{cfg.splits}" if cfg.splits > 1 else "")
+            + (" pairs" if cfg.defines == matmul.PAIRED else ""))
+
+
 def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts, tuned=None):
     """(impl, config, stage count, run(i)) of every implementation and stage count on one shape; with
     ``tuned`` (a gemm_tune.TuneResult), asynccopy.gemm on the record it just kept as well."""
@@ -86,7 +92,8 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
             lambda i: torch.matmul(ops.a[i], ops.b[i], out=ops.c[i]))]
     if tuned is not None:
         t = tuned.best
-        out.append(("tuned", f"{t.kernel} {t.tile[0]}x{t.tile[1]}" + (f" x{t.splits}" if t.splits > 1 else ""),
+        out.append(("tuned", f"{t.kernel} {t.tile[0]}x{t.tile[1]}" + (f" x{t.splits}" if t.splits > 1 else "")
+                    + (" pairs" if t.paired else ""),
                     t.stages, lambda i: matmul.gemm(ops.a[i], ops.b[i], out=ops.c[i], stream=stream)))
     from . import triton_gemm
 
@@ -102,6 +109,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
 
             out.append(("Triton", f"{bm}x{bn}x{bk} w{w}", st, run))
     size = matmul.itemsize(dtype)
+    a0, b0 = matmul.matrix(ops.a[0], "a", stream=stream), matmul.matrix(ops.b[0], "b", stream=stream)
     for name in kernels:
         rec = matmul.KERNELS[name]
         tile = rec.default_tile(ops.m, ops.n, facts.sm_count)
@@ -109,7 +117,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
         for st in stages or (None,):
             if st is not None and st > fit:
                 continue
-            out.append((name, f"tile {tile[0]}x{tile[1]}", st,
+            out.append((name, config_label(matmul.configure(a0, b0, dtype, facts, kernel=name, stages=st)), st,
                         lambda i, name=name, st=st: matmul.gemm(ops.a[i], ops.b[i], out=ops.c[i], kernel=name,
                                                                 stages=st, stream=stream)))
     return out

@@ -2,7 +2,7 @@
 
 import pytest
 
-from asynccopy import cli
+from asynccopy import cli, device, matmul
 from asynccopy.bench import gemm_bench
 from asynccopy.bench.gemm_bench import GemmBench, GemmRow
 
@@ -91,3 +91,18 @@ def test_the_plot_has_a_panel_per_shape(tmp_path):
         ax.plot([1, 2], [3, 4], label="wgmma")
     plotting.finish_panels(plt, fig, axes, 5, "t", str(tmp_path / "p.png"), xlabel="stages")
     assert not axes.flat[5].axison and axes.flat[4].axison and axes.flat[0].get_xlabel() == "stages"
+
+
+def test_a_kernel_row_names_its_tile_split_and_pairs():
+    from asynccopy.bench.gemm_bench import config_label
+    from asynccopy.matmul import Matrix
+
+    facts = device.lookup("H200")
+
+    def m(rows, cols):
+        return Matrix(None, 1 << 30, rows, cols, cols, 1, "bfloat16", 0)
+
+    assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs"
+    assert config_label(matmul.configure(m(4096, 4096), m(4096, 4096), "bfloat16", facts)) == "tile 128x256"
+    split = matmul.configure(m(256, 16384), m(16384, 256), "bfloat16", facts)
+    assert split.splits > 1 and config_label(split) == f"tile {split.tile[0]}x{split.tile[1]} x{split.splits}"
