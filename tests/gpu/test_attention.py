@@ -178,11 +178,12 @@ def test_empty_queries_launch_nothing(torch):
                                    (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
-@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "keys128"])
+@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works
-    too); and the two warpgroups' ping-pong on top. The default build is one of the last two by head dim."""
+    too); and the two warpgroups' ping-pong on top; two or three consumer warpgroups (these small problems
+    take two by the launch model, long ones three at head dim 64); 128- or 176-key tiles."""
 
     from cuda.core import Stream
 

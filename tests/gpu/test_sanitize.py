@@ -140,6 +140,37 @@ def test_gemm_cluster_pairs(cupy, facts, share):
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_three_consumer_warpgroups(cupy, facts, causal):
+    """wgmma at head dim 64 with three consumer warpgroups (long problems' build; the launch model gives small
+    ones two, which test_attention below runs)."""
+    from cuda.core import Stream
+
+    from asynccopy import sdpa as att
+    from asynccopy.attention_kernels import VARIANTS
+
+    require_cc(facts, (9, 0))
+    rng = np.random.default_rng(3 + causal)
+    b, h, hkv, lq, lk, d = 1, 2, 1, 250, 200, 64  # two query tiles of 192, the second partial
+    q, k, v = (cupy.asarray(rng.standard_normal((b, hh, s, d)).astype(np.float16))
+               for hh, s in ((h, lq), (hkv, lk), (hkv, lk)))
+    out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
+    stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
+    tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = att.configure(p, facts, kernel="wgmma", stages=2, causal=causal).with_defines(VARIANTS["wgmma"]["consumers3"])
+    assert cfg.consumers == 3
+    att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
+    stream.sync()
+    q64, k64, v64 = (cupy.asnumpy(x).astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bhqd,bhkd->bhqk", q64, np.repeat(k64, h // hkv, 1)) / np.sqrt(d)
+    if causal:
+        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
+    p_ = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p_ / p_.sum(-1, keepdims=True)) @ np.repeat(v64, h // hkv, 1)
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2
+
+
 @pytest.mark.parametrize("kernel", ["wgmma", "mma"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("d", [64, 128])
