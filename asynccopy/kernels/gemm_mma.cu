@@ -54,12 +54,17 @@ namespace {
 // Compile-time knobs (-D; asynccopy.matmul passes a configuration's `defines`), for measuring variants:
 //   ASYNCCOPY_MMA_BK          k per stage, 32 or 64 (default 64)
 //   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (default 1)
-//   ASYNCCOPY_MMA_UNROLL      copies per thread and slice up to which the copy loop is unrolled (default 8)
+//   ASYNCCOPY_MMA_UNROLL      copies per thread and slice up to which the copy loop is unrolled (default 8; 4
+//                             with 4 warps, whose 8 unrolled copies per operand spilled in some layouts)
 //   ASYNCCOPY_MMA_WARPS       8 (default): 256 threads, a 2 x 4 warp grid, one block an SM; 4: 128 threads, a
 //                             2 x 2 grid of 64 x 64 warp pieces over a 128 x 128 tile, built for two blocks
 //                             an SM (3 stages of 32 KiB fit twice), so that one block's barrier and copies
 //                             overlap the other's products (CUTLASS's usual Ampere shape). The launch
-//                             follows it (GemmConfig.threads).
+//                             follows it (GemmConfig.threads). 203-220 registers, no spill, for copies of 16,
+//                             8 or 4 bytes; two-byte operands (registers staging a slice) spill 88-300 bytes.
+#ifndef ASYNCCOPY_MMA_WARPS
+#define ASYNCCOPY_MMA_WARPS 8
+#endif
 #ifndef ASYNCCOPY_MMA_BK
 #define ASYNCCOPY_MMA_BK 64
 #endif
@@ -67,10 +72,7 @@ namespace {
 #define ASYNCCOPY_MMA_FRAG_AHEAD 1
 #endif
 #ifndef ASYNCCOPY_MMA_UNROLL
-#define ASYNCCOPY_MMA_UNROLL 8
-#endif
-#ifndef ASYNCCOPY_MMA_WARPS
-#define ASYNCCOPY_MMA_WARPS 8
+#define ASYNCCOPY_MMA_UNROLL (ASYNCCOPY_MMA_WARPS == 4 ? 4 : 8)
 #endif
 constexpr int BK = ASYNCCOPY_MMA_BK;  // k per stage: BK / 16 mma k16 steps
 static_assert(BK == 32 || BK == 64, "slices of 32 or 64 k");
