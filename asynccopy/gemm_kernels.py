@@ -59,14 +59,14 @@ class GemmKernel:
     # neighbouring tile-rows that share B (each loads half, multicast) with this many stages (measured)
     paired_b: tuple[tuple[int, int], int] | None = None
 
-    def pairs_share_b(self, tile: tuple[int, int], b_pitch_bytes: int, tiles_m: int, splits: int = 1,
-                      b_address: int = 0) -> bool:
-        """Whether this tile of this B runs as cluster pairs sharing B: B's rows start off 128-byte lines (its
-        row pitch or its address not a multiple of 128 bytes: each box row then spans two lines, and halving
-        B's requests paid: H200, 3000x5000x7000 69% -> 93% of cuBLAS), there are two tile-rows to pair, and
-        k is not split."""
-        return (self.paired_b is not None and tile == self.paired_b[0] and (b_pitch_bytes | b_address) % 128 != 0
-                and tiles_m >= 2 and splits == 1)
+    def pairs_share_b(self, tile: tuple[int, int], a, b, splits: int = 1) -> bool:
+        """Whether this tile of A x B (asynccopy.matrix.Matrix operands) runs as cluster pairs sharing B: B's rows
+        start off 128-byte lines (its row pitch or its address not a multiple of 128 bytes: each box row then
+        spans two lines, and halving B's requests paid: H200, 3000x5000x7000 69% -> 93% of cuBLAS), there are
+        two tile-rows to pair, and k is not split."""
+        off_lines = (b.lead * ITEMSIZE[b.dtype] | b.ptr) % 128 != 0
+        return (self.paired_b is not None and tile == self.paired_b[0] and off_lines and -(-a.rows // tile[0]) >= 2
+                and splits == 1)
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])

@@ -131,7 +131,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
     cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
                      splits=splits)
-    if rec.pairs_share_b((bm, bn), b.lead * size, -(-a.rows // bm), splits, b.ptr):
+    if rec.pairs_share_b((bm, bn), a, b, splits):
         paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
         cfg = replace(cfg, stages=paired, defines=PAIRED)
     return cfg
@@ -152,8 +152,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
         return None  # a record of another alignment or an older format: the defaults then
     k_blocks = -(-a.cols // cfg.record.bk)
     cfg = replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
-    pair = cfg.record.pairs_share_b(cfg.tile, b.lead * ITEMSIZE[a.dtype], -(-a.rows // cfg.tile[0]), cfg.splits,
-                                    b.ptr)
+    pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
     if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
         pair = pair and bool(record["paired"])
     return replace(cfg, defines=PAIRED if pair else ())

@@ -68,7 +68,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                 for sp in sorted(splits):
                     alone = replace(first, tile=tile, stages=stages, splits=sp, defines=())
                     out.append(alone)
-                    if rec.pairs_share_b(tile, b.lead * itemsize(base.dtype), -(-a.rows // tile[0]), sp, b.ptr):
+                    if rec.pairs_share_b(tile, a, b, sp):
                         out.append(replace(alone, defines=PAIRED))
     return out
 

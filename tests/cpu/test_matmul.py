@@ -183,3 +183,20 @@ def test_a_vector_is_called_the_layout_whose_elements_are_adjacent():
     assert "leading dimension 3 x 2 bytes" in matmul.why_not(matmul.KERNELS["wgmma"], _m(1, 64), bad, H200)
     assert Matrix(None, 1 << 30, 1, 64, 64, 1, "bfloat16", 0).row_major
     assert not Matrix(None, 1 << 30, 1, 64, 1, 8, "bfloat16", 0).row_major
+
+
+def test_cluster_knobs_the_launch_cannot_take_are_named():
+    from asynccopy.matmul import _cluster_of
+
+    base = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, 256), 3, False, True, 16)
+    assert _cluster_of(base) == (1, False)
+    assert _cluster_of(replace(base, defines=matmul.PAIRED)) == (2, True)
+    assert _cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 2),))) == (2, False)
+    with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_SHARE=1: a shared B tile needs 128 or more columns "
+                                            r"\(tile 128 x 64\)"):
+        _cluster_of(replace(base, tile=(128, 64), defines=matmul.PAIRED))
+    with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_CLUSTER=2: clusters of 1 or 2 blocks, and 2 only "
+                                            r"without split k \(splits=4\)"):
+        _cluster_of(replace(base, splits=4, defines=matmul.PAIRED))
+    with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_CLUSTER=4: clusters of 1 or 2 blocks"):
+        _cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 4),)))

@@ -140,6 +140,18 @@ def test_gemm_cluster_pairs(cupy, facts, share):
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()
 
 
+def _attention64(cupy, q, k, v, causal):
+    """SDPA in float64 on the host: (batch, heads, seq, head_dim), key/value heads dividing the query heads,
+    the causal mask aligned top left."""
+    q64, k64, v64 = (cupy.asnumpy(x).astype(np.float64) for x in (q, k, v))
+    group, (lq, lk) = q.shape[1] // k.shape[1], (q.shape[2], k.shape[2])
+    s = np.einsum("bhqd,bhkd->bhqk", q64, np.repeat(k64, group, 1)) / np.sqrt(q.shape[3])
+    if causal:
+        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ np.repeat(v64, group, 1)
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_attention_three_consumer_warpgroups(cupy, facts, causal):
     """wgmma at head dim 64 with three consumer warpgroups (long problems' build; the launch model gives small
@@ -162,13 +174,7 @@ def test_attention_three_consumer_warpgroups(cupy, facts, causal):
     assert cfg.consumers == 3
     att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
     stream.sync()
-    q64, k64, v64 = (cupy.asnumpy(x).astype(np.float64) for x in (q, k, v))
-    s = np.einsum("bhqd,bhkd->bhqk", q64, np.repeat(k64, h // hkv, 1)) / np.sqrt(d)
-    if causal:
-        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
-    p_ = np.exp(s - s.max(-1, keepdims=True))
-    ref = (p_ / p_.sum(-1, keepdims=True)) @ np.repeat(v64, h // hkv, 1)
-    assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
 
 
 @pytest.mark.parametrize("kernel", ["wgmma", "mma"])
@@ -184,10 +190,4 @@ def test_attention(cupy, facts, kernel, causal, d):
                for hh, s in ((h, lq), (hkv, lk), (hkv, lk)))
     out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
     attention(q, k, v, out=out, causal=causal, kernel=kernel, stages=2)
-    q64, k64, v64 = (cupy.asnumpy(x).astype(np.float64) for x in (q, k, v))
-    s = np.einsum("bhqd,bhkd->bhqk", q64, np.repeat(k64, h // hkv, 1)) / np.sqrt(d)
-    if causal:
-        s = np.where(np.tril(np.ones((lq, lk), bool)), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    ref = (p / p.sum(-1, keepdims=True)) @ np.repeat(v64, h // hkv, 1)
-    assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
