@@ -150,6 +150,17 @@ def test_kernels_and_stages_are_checked_against_the_device():
     assert att.configure(p, H200, kernel="mma", stages=1).stages == 1
 
 
+def test_a_variant_that_outgrows_shared_memory_is_refused_before_the_driver():
+    """A build whose knobs enlarge its blocks (three consumer warpgroups at head dim 128) is checked at launch:
+    the driver would only say CUDA_ERROR_INVALID_VALUE of its dynamic shared memory."""
+    q, k, v = _qkv()
+    p = att.check_inputs(q, k, v)
+    cfg = att.configure(p, H200, stages=3).with_defines(((att.CONSUMERS_KNOB, 3),))
+    assert cfg.smem_bytes > H200.smem_per_block_optin
+    with pytest.raises(ArgumentError, match=r"3 stages of wgmma at head dim 128 in 192 x 128 tiles need \d+ bytes"):
+        att.launch(cfg, p, q, k, v, q, 0, 1.0, stream=None, facts=H200)
+
+
 def test_out_is_checked_against_the_problem():
     p = att.check_inputs(*_qkv())
     att.check_out(_t("out", (2, 8, 100, 128)), p)
