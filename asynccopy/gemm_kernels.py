@@ -52,9 +52,13 @@ class GemmKernel:
     # choice weighs it against the idle SMs of a last wave), and its stage count (None: as many as fit)
     tile_speed: tuple[float, ...] | None = None
     tile_stages: tuple[int | None, ...] | None = None
+    # (tile, layouts): a tile the default choice gives only to operands of those layouts, each (A is MN-major,
+    # B is MN-major); a tile named nowhere here serves every layout
+    layout_tiles: tuple[tuple[tuple[int, int], tuple[tuple[bool, bool], ...]], ...] = ()
     # a -D macro that asks the compiler for two blocks per SM (at most 128 registers a thread): taken
     # where the kernel then needs no local memory (some layouts spill a few words under that cap)
     two_blocks_knob: str | None = None
+    two_blocks_tiles: tuple[tuple[int, int], ...] = ()  # the tiles the knob is tried on (wider ones cannot fit 128)
     # (tile, stages): where B's rows are off 128-byte lines, that tile runs in clusters of two blocks on
     # neighbouring tile-rows that share B (each loads half, multicast) with this many stages (measured)
     paired_b: tuple[tuple[int, int], int] | None = None
@@ -79,10 +83,13 @@ class GemmKernel:
         registers, and a pointer kernel's widest tile would spill."""
         return self.tiles if align >= 16 or self.narrow_tiles is None else self.narrow_tiles
 
-    def default_tile(self, m: int, n: int, sms: int, align: int = 16) -> tuple[int, int]:
+    def default_tile(self, m: int, n: int, sms: int, align: int = 16,
+                     layout: tuple[bool, bool] = (False, True)) -> tuple[int, int]:
         """The tile of least estimated time for an m x n output: the waves of tiles over the SMs, times
-        a tile's area over its relative speed (the first, narrowest tile on a tie)."""
-        tiles = self.tiles_for(align)
+        a tile's area over its relative speed (the first, narrowest tile on a tie), among the tiles the
+        operands' layout (A MN-major, B MN-major; default a @ b of row-major arrays) may take."""
+        only = dict(self.layout_tiles)
+        tiles = [t for t in self.tiles_for(align) if t not in only or tuple(layout) in only[t]]
         speed = dict(zip(self.tiles, self.tile_speed or (1.0,) * len(self.tiles)))
 
         def cost(t):
@@ -119,8 +126,15 @@ KERNELS: dict[str, GemmKernel] = {
                    tile_speed=(0.8, 1.0)),
         GemmKernel("simt", "fp32 on the CUDA cores: multistage LDGSTS (zero-fill at the edges), register blocking, "
                    "128-bit shared loads from a conflict-free layout", "gemm_simt.cu", "gemm_simt", (8, 0),
-                   ("float32",), ((64, 64), (128, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"), 256, "pointers",
-                   ceiling="FFMA", tile_speed=(0.5, 1.0), two_blocks_knob="ASYNCCOPY_SIMT_MIN_BLOCKS=2"),
+                   ("float32",), ((64, 64), (128, 128), (128, 256), (256, 128)), 16, ("LDGSTS", "FFMA", "LDS.128"),
+                   256, "pointers", ceiling="FFMA", two_blocks_knob="ASYNCCOPY_SIMT_MIN_BLOCKS=2",
+                   two_blocks_tiles=((128, 128),),
+                   # H200, 2026-12-02, % of cuBLAS at 4096^3, 128 x 128 -> the wide tile (3-6 stages alike): a @ b
+                   # 81-82 -> 90-91 (128 x 256); A MN-major 91-92 -> 92-94; both K-major (x @ w.T) 81-85 -> 75-83
+                   # (128 x 256) or 81 (256 x 128). The wide tile puts a K-major operand (4-byte copies) on its
+                   # 128 side; with both K-major the square tile stays
+                   tile_speed=(0.5, 1.0, 1.1, 1.1), tile_stages=(None, None, 4, 4),
+                   layout_tiles=(((128, 256), ((False, True), (True, True))), ((256, 128), ((True, False),)))),
     )
 }
 

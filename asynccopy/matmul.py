@@ -74,11 +74,11 @@ def why_not(kernel: GemmKernel, a: Matrix, b: Matrix, facts) -> str | None:
     return None
 
 
-def _tile(rec: GemmKernel, tile, m: int, n: int, align: int, sms: int) -> tuple[int, int]:
+def _tile(rec: GemmKernel, tile, m: int, n: int, align: int, sms: int, layout: tuple[bool, bool]) -> tuple[int, int]:
     """The caller's tile ((BM, BN), or BN where one tile has it) checked against the record, or the
-    record's default for an m x n output on this many SMs."""
+    record's default for an m x n output on this many SMs and this layout (A MN-major, B MN-major)."""
     if tile is None:
-        return rec.default_tile(m, n, sms, align)
+        return rec.default_tile(m, n, sms, align, layout)
     tiles = rec.tiles_for(align)
     names = ", ".join(f"{bm}x{bn}" for bm, bn in tiles)
     under = f" with operands {align}-byte aligned" if tiles != rec.tiles else ""
@@ -116,7 +116,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     rec = KERNELS[usable[0]]
     size = ITEMSIZE[a.dtype]
     align = alignment(a, b) if rec.operands == "pointers" else 16
-    bm, bn = _tile(rec, tile, a.rows, b.cols, align, facts.sm_count)
+    bm, bn = _tile(rec, tile, a.rows, b.cols, align, facts.sm_count, (not a.row_major, b.row_major))
     fit = min(rec.max_stages((bm, bn), facts.smem_per_block_optin, size), rec.max_stages_default)
     stages_given = stages
     if stages is None:
@@ -204,7 +204,7 @@ def _kernel(cfg: GemmConfig, arch: str, hang_ns: int):
     """The configuration's kernel, loaded; built for two blocks per SM where its record has the knob and
     that build needs no local memory (+4% for simt at 4096^3 on the H200), else as it is."""
     knob = cfg.record.two_blocks_knob
-    if knob and not cfg.defines:
+    if knob and not cfg.defines and cfg.tile in cfg.record.two_blocks_tiles:
         name, _, value = knob.partition("=")
         kernel = replace(cfg, defines=((name, value),)).compile(arch).kernel(cfg.name_expression())
         if kernel.attributes.local_size_bytes == 0:

@@ -12,7 +12,7 @@ def by_function(sass: str) -> dict[str, str]:
 def compute_loop(body: str) -> str:
     """The innermost loop with the compute's FMAs (a backward branch around >= 16 FFMAs), addresses and
     branch targets blanked."""
-    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4})\*/\s+([^;]*);", body)]
+    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)]
     best = None
     for at, text in ins:
         m = re.search(r"BRA .*0x([0-9a-f]+)", text)

@@ -112,7 +112,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
     a0, b0 = matmul.matrix(ops.a[0], "a", stream=stream), matmul.matrix(ops.b[0], "b", stream=stream)
     for name in kernels:
         rec = matmul.KERNELS[name]
-        tile = rec.default_tile(ops.m, ops.n, facts.sm_count)
+        tile = matmul.configure(a0, b0, dtype, facts, kernel=name).tile
         fit = min(rec.max_stages(tile, facts.smem_per_block_optin, size), rec.max_stages_default)
         for st in stages or (None,):
             if st is not None and st > fit:

@@ -1,5 +1,5 @@
 // gemm_simt.cu — C = A x B in fp32 on the CUDA cores (FFMA; no tensor cores, no TF32): a STAGES-deep
-// LDGSTS (cp.async) pipeline with zero-fill at the edges, 8x8 (or 4x4) register blocking per thread,
+// LDGSTS (cp.async) pipeline with zero-fill at the edges, 8x8 (4x4, 8x16, 16x8) register blocking per thread,
 // 128-bit shared loads from a bank-conflict-free layout.
 //
 // What: C [m x n] (row-major, leading dimension ldc; f32, bf16 or f16, converted once at the store) =
@@ -50,9 +50,13 @@
 // rather than 8 consecutive m per thread, are what keep a warp's chunks inside one 128-byte row of
 // banks: 8 consecutive floats per thread would read every other chunk of 256 bytes, two chunks per
 // bank quad, one wavefront more where the warp is served as a whole.
-// Registers: 64 accumulators (BM = 128) plus fragments prefetched a k or two ahead: 120..170 per
+// Registers: 64 accumulators (128 x 128) plus fragments prefetched a k or two ahead: 120..170 per
 // thread, so __launch_bounds__(256, 1) (one block of 8 warps per SM by registers; at a 128 cap ptxas
-// spilled for some layouts). BM = 64: 16 accumulators, under 96 registers, (256, 2).
+// spilled for some layouts). BM = 64: 16 accumulators, under 96 registers, (256, 2). The wide tiles
+// (128 x 256: 8 x 16 a thread as 2 x 4 groups; 256 x 128: 16 x 8) hold 128 accumulators in 207..255
+// registers, one block per SM as cuBLAS's own fp32 kernel (256 x 128 x 8, 254 registers): 6 LDS.128
+// feed 128 FFMA a k (4 feed 64 in the square tile), and a K-major operand on the 128 side keeps its
+// 4-byte copies at 8 a thread and slice.
 // Pipeline: STAGES-1 slices are prefetched; per slice: wait_group<STAGES-2> (this thread's copies of
 // the slice have landed), __syncthreads (everyone's have, and everyone finished computing the slice
 // before, whose stage the next copies overwrite), issue the copies of slice + STAGES-1 into that
@@ -62,7 +66,7 @@
 // Shared memory (dynamic, STAGES * 4 * BK * (BM + BN) bytes, no padding):
 //   [STAGES][BK * BM + BK * BN] f32: per stage A [BK][BM] then B [BK][BN]; each K-major operand's
 //   16-byte chunks XOR-swizzled by (kk & 7) within its k-row.
-// Constraints: sm_80+; 256 threads; (BM, BN) in {(64, 64), (128, 128)}; ALIGN in {4, 8, 16} divides
+// Constraints: sm_80+; 256 threads; (BM, BN) in {(64, 64), (128, 128), (128, 256), (256, 128)}; ALIGN in {4, 8, 16} divides
 // the MN-major operands' base addresses and leading-dimension bytes; grid = ceil(m / BM) * ceil(n / BN).
 // Run: asynccopy.gemm(a, b, kernel="simt") (a, b float32).
 #include <asynccopy/gemm.cuh>
@@ -262,10 +266,12 @@ __global__ void __launch_bounds__(THREADS, ASYNCCOPY_SIMT_MIN_BLOCKS)
               OutT* __restrict__ c, long long ldc, int m, int n, int k)
 {
     static_assert(is_f32<T>::value, "gemm_simt multiplies f32 operands");
-    static_assert((BM == 64 && BN == 64) || (BM == 128 && BN == 128), "tiles of 64 x 64 or 128 x 128");
+    static_assert((BM == 64 && BN == 64) || (BM == 128 && BN == 128) || (BM == 128 && BN == 256) ||
+                      (BM == 256 && BN == 128),
+                  "tiles of 64 x 64, 128 x 128, 128 x 256 or 256 x 128");
     static_assert(STAGES >= 1, "at least one stage");
     static_assert(ALIGN == 4 || ALIGN == 8 || ALIGN == 16, "copies of 4, 8 or 16 bytes");
-    constexpr int TM = BM / GRID_T, TN = BN / GRID_T;  // the thread's sub-tile: 8 x 8 or 4 x 4
+    constexpr int TM = BM / GRID_T, TN = BN / GRID_T;  // the thread's sub-tile: 4 x 4, 8 x 8, 8 x 16 or 16 x 8
     constexpr int GM = TM / 4, GN = TN / 4;            // ... as GM x GN groups of 4 x 4
     constexpr int A_ELEMS = BK * BM, B_ELEMS = BK * BN;
     constexpr bool A_SWZ = A_MN == 0, B_SWZ = B_MN == 0;

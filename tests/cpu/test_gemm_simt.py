@@ -14,7 +14,7 @@ from tests import sass as sass_of
 
 BK = matmul.KERNELS["simt"].bk
 ARCHS = ("sm_80", "sm_90a")
-TILES = ((64, 64), (128, 128))
+TILES = ((64, 64), (128, 128), (128, 256), (256, 128))
 LAYOUTS = ((False, False), (False, True), (True, False), (True, True))
 ALIGNS = (16, 8, 4)
 STAGES = (1, 2, 3, 4)
@@ -59,11 +59,11 @@ def test_compiles_with_its_instructions_and_no_spill(arch, cfg):
     assert copies == widths, (copies, widths)
 
     # the compute loop: BK outer products of TM x TN, operands by LDS.128 only (GM + GN per k)
-    tm = cfg.tile[0] // 16
+    tm, tn = cfg.tile[0] // 16, cfg.tile[1] // 16
     loop = sass_of.compute_loop(sass)
-    assert loop.count("FFMA") == BK * tm * tm
+    assert loop.count("FFMA") == BK * tm * tn
     loads = [line for line in loop.splitlines() if re.search(r"\bLDS\b", line) and not line.startswith("@!PT")]
-    assert len(loads) == BK * 2 * (tm // 4) and all("LDS.128" in line for line in loads), loads[:4]
+    assert len(loads) == BK * (tm // 4 + tn // 4) and all("LDS.128" in line for line in loads), loads[:4]
 
     usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage

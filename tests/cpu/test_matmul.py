@@ -148,8 +148,14 @@ def test_the_first_kernel_that_can_take_the_operands_is_chosen():
     # 300 x 300: 25 tiles of 64 x 64 keep more SMs busy than 9 of 128 x 128; 4096 x 4096 fills every SM either way
     assert matmul.configure(_m(300, 32, dtype="float32"), _m(32, 300, dtype="float32"), "float32",
                             H200).tile == (64, 64)
-    assert matmul.configure(_m(4096, 32, dtype="float32"), _m(32, 4096, dtype="float32"), "float32",
-                            H200).tile == (128, 128)
+
+    def f32_tile(a_mn, b_mn):
+        a = _m(4096, 32, dtype="float32", row_major=not a_mn)
+        return matmul.configure(a, _m(32, 4096, dtype="float32", row_major=b_mn), "float32", H200).tile
+
+    # the wide tile puts a K-major operand (4-byte transposing copies) on its 128 side; both K-major: square
+    assert f32_tile(False, True) == (128, 256) and f32_tile(True, True) == (128, 256)
+    assert f32_tile(True, False) == (256, 128) and f32_tile(False, False) == (128, 128)
 
 
 def test_the_default_tile_weighs_idle_sms_against_the_wide_tiles_speed():

@@ -115,6 +115,25 @@ def test_gemm(cupy, facts, kernel, ldc, k):
     assert np.abs(got - ref).max() < 1e-3 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("tile, a_mn, b_mn", [((128, 256), False, True), ((128, 256), True, True),
+                                             ((256, 128), True, False), ((256, 128), False, False)],
+                         ids=["128x256-nn", "128x256-tn", "256x128-tt", "256x128-nt"])
+def test_gemm_simt_wide_tiles(cupy, facts, tile, a_mn, b_mn):
+    """gemm_simt's 8 x 16 and 16 x 8 register blocks, each operand either major, partial tiles every way."""
+    from asynccopy import matmul
+
+    rng = np.random.default_rng(tile[0] + 2 * a_mn + b_mn)
+    m, n, k = 300, 270, 37
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ga = cupy.asfortranarray(cupy.asarray(a)) if a_mn else cupy.asarray(a)
+    gb = cupy.asarray(b) if b_mn else cupy.asfortranarray(cupy.asarray(b))
+    out = cupy.full((m, n), np.nan, dtype=np.float32)
+    matmul.gemm(ga, gb, out=out, kernel="simt", tile=tile, stages=3)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(cupy.asnumpy(out) - ref).max() < 1e-4 * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("share", ["0", "1"], ids=["share_a", "share_b"])
 def test_gemm_cluster_pairs(cupy, facts, share):
     """gemm_wgmma in clusters of two sharing A or B by multicast, with an odd last pair either way (3 x 3 tiles)."""
