@@ -226,6 +226,9 @@ def _default_configs(p: Problem, causal: bool, kernels, stages, facts, notes) ->
 # The run
 
 
+SETTLE_S = 0.5  # each problem's first backend run this long before the rounds (harness.settle: the clock's fall)
+
+
 def run(shapes=DEFAULT_SHAPES, *, causal=(False, True), dtype: str = "bfloat16", layout: str = "bhsd", kernels=None,
         stages=None, reps: int = 20, warmup: int = 5, variants=(), rounds: int = 3,
         progress=default_progress) -> AttentionBench:
@@ -275,7 +278,7 @@ def _problem(torch, shape, causal, dtype, layout, kernels, stages, sdpa, stream,
     cases += [kernel_case(ins, name, cfg, causal, stream, label, note) for name, cfg in configs]
     work = flops(shape, causal)
     rows = []
-    for t in sweep(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress):
+    for t in sweep(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress, settle_s=SETTLE_S):
         impl, st, state = t.case.tag
         rows.append(AttentionRow(*shape, causal, impl, st, t.ms, work / (t.ms * 1e-3) / 1e12,
                                  max_abs_error=state["err"], config=state["config"], samples_ms=t.samples))

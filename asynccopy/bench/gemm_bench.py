@@ -123,6 +123,9 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
     return out
 
 
+SETTLE_S = 0.5  # each shape's reference run this long before the rounds (harness.settle: the clock's fall)
+
+
 def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
         warmup: int = 5, tuning: bool = False, rounds: int = 3, progress=default_progress) -> GemmBench:
     """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
@@ -154,7 +157,7 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
                 impls = _implementations(torch, ops, dtype, kernels, stages, s, facts, tuned)
                 cases = [_case(f"{m}x{n}x{k} {impl}" + (f" s{st}" if st else ""), impl, config, st, fn, ops, dtype, s)
                          for impl, config, st, fn in impls]
-                for t in sweep(cases, s, warmup=warmup, reps=reps, rounds=rounds, progress=progress):
+                for t in sweep(cases, s, warmup=warmup, reps=reps, rounds=rounds, progress=progress, settle_s=SETTLE_S):
                     impl, config, st, err = t.case.tag
                     tflops = 2 * m * n * k / (t.ms * 1e-3) / 1e12
                     peak = facts.tensor_tflops if dtype != "float32" else facts.fp32_tflops

@@ -289,3 +289,25 @@ def test_rounds_time_every_case_in_turn_and_finish_each_once(monkeypatch):
     calls.clear()
     got = harness.sweep([case("a")], None, warmup=1, reps=2, rounds=3, progress=lines.append)
     assert calls == [(1, 1), (1, 1)] and len(got[0].samples) == 2  # no more rounds than reps
+
+
+def test_settling_runs_the_first_case_alone_before_the_rounds(monkeypatch):
+    from asynccopy.bench import harness
+
+    monkeypatch.setattr(harness, "time_ms", lambda fn, stream, *, warmup, reps: (fn(0), [1.0] * reps)[1])
+    order, syncs = [], []
+
+    class Stream:
+        def sync(self):
+            syncs.append(len(order))
+
+    cases = [harness.Case(x, (None,), lambda: None, lambda p, i, x=x: order.append(x)) for x in "ab"]
+    lines = []
+    harness.sweep(cases, Stream(), warmup=1, reps=2, rounds=2, progress=lines.append, settle_s=0.05)
+    settled = order.index("b") - 1  # then one run of each case per round
+    assert settled >= 4 and set(order[:settled]) == {"a"} and order[settled:] == ["a", "b", "a", "b"]
+    assert syncs and all(n % 4 == 0 for n in syncs)  # a sync every four runs, none past the settling
+    assert any(f"settled the clock: {settled} runs of a" in x for x in lines)
+    order.clear()
+    harness.sweep(cases, Stream(), warmup=1, reps=2, rounds=2, progress=lines.append)
+    assert order == ["a", "b", "a", "b"]  # no settling unless asked
