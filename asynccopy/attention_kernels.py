@@ -117,6 +117,7 @@ KERNELS: dict[str, AttentionKernel] = {
 # Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
 # the -D macros (the kernel file's header says what each does).
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
+MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
@@ -126,7 +127,10 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),)},
+    # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
+    "mma": {"rows32": ((MMA_MW_KNOB, 2),)},
 }
+VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,9 @@ class AttentionConfig:
 
     @property
     def threads(self) -> int:
+        """Threads a block: the record's, or fewer warps for the mma kernel built with 32 rows a warp."""
+        if self.kernel == "mma":
+            return self.record.threads // self._mma_pieces
         return self.record.threads_for(self.head_dim, self.consumers)
 
     def name_expression(self) -> str:
@@ -173,8 +180,14 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
+        # the mma kernel with 32 rows a warp keeps Q's tile in shared memory of its own, after the stages
+        q_own = self.tile[0] * self.head_dim * size if self.kernel == "mma" and self._mma_pieces == 2 else 0
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers))
+                + self.record.static_bytes(self.head_dim, size, self.consumers) + q_own)
+
+    @property
+    def _mma_pieces(self) -> int:
+        return int(dict(self.defines).get(MMA_MW_KNOB, 1) or 1)
 
     def compile(self, arch: str | None = None) -> build.Module:
         rec = self.record

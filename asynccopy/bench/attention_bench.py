@@ -29,7 +29,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from .. import device
-from ..attention_kernels import VARIANTS
+from ..attention_kernels import VARIANT_HEAD_DIMS, VARIANTS
 from ..errors import ArgumentError, check_int
 from ..sdpa import DTYPES, KERNELS, Problem, configure, why_not
 from .attention_cases import BACKENDS, TOLERANCE, Inputs, backend_case, backends, is_backend, kernel_case, load_torch
@@ -196,7 +196,9 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts, variants=()) -
         out.append((name, cfg))
         for v in variants:
             defines = VARIANTS.get(name, {}).get(v)
-            if defines is not None:
+            if defines is not None and p.head_dim not in VARIANT_HEAD_DIMS.get(v, (p.head_dim,)):
+                notes.append((f"{name}+{v}", f"built at head dim {', '.join(map(str, VARIANT_HEAD_DIMS[v]))} only"))
+            elif defines is not None:
                 # on top of the configuration's own knobs (a deep pipeline's narrow key tile)
                 out.append((f"{name}+{v}", cfg.with_defines(defines)))
     return out, notes

@@ -36,7 +36,9 @@
 //   Q [BM][D] (as large as one stage) in stage STAGES - 1 until it is in registers.
 // Registers (NVRTC 13.5, no local memory at any configuration): D = 64 162-171 a thread, D = 128
 // 223-245: one block of 8 warps an SM either way. __launch_bounds__(256, 2) at D = 64 (128 registers)
-// spilled 24-64 bytes of stack, so both head dims ask for one block an SM.
+// spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):
+// 211-238 registers, no stack, with its Q K^T k steps rolled (unrolled it loaded every K fragment of a
+// tile ahead and spilled 24-112 bytes); two 4-warp blocks an SM; shared memory STAGES x 16 KiB + Q's 16 KiB.
 // Constraints: sm_80+; T bf16 or f16; D 64 or 128 (256 would need 64 registers of Q and 128 of O a
 // thread: asynccopy.attention refuses it); STAGES 1..4; q_len, k_len >= 1; q, k, v, out rows (head_dim)
 // contiguous, their base addresses and batch / head / seq strides 16-byte multiples (asynccopy.attention
@@ -59,7 +61,19 @@ namespace {
 
 constexpr int BM = 128;  // queries per block
 constexpr int BN = 64;   // keys per K / V tile
-constexpr int WARPS = BM / 16;
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_MMA_MW, the m16 row pieces a warp owns (1:
+// 16 rows, 8 warps a block; 2: 32 rows, 4 warps, FlashAttention-2's shape, each K and V fragment read from
+// shared memory once for two pieces: half the ldmatrix traffic a product; head dim 64 only, whose 32 rows
+// keep Q, S and O in about 200 registers; at 128 they would need 256 before any fragment).
+#ifndef ASYNCCOPY_ATTN_MMA_MW
+#define ASYNCCOPY_ATTN_MMA_MW 1
+#endif
+constexpr int MW = ASYNCCOPY_ATTN_MMA_MW;
+static_assert(MW == 1 || MW == 2, "16 or 32 rows a warp");
+// With 32 rows a warp Q stays in shared memory of its own (after the stages) and its A fragments are read
+// there at every k step (FlashAttention-2's way): in registers they would take 32 of a thread's 255.
+constexpr bool Q_SMEM = MW == 2;
+constexpr int WARPS = BM / (16 * MW);
 constexpr int THREADS = 32 * WARPS;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -138,10 +152,11 @@ struct RowState {
 
 // One key tile (keys key0 .. key0 + BN - 1, K and V tiles at ks, vs) folded into O and the row state.
 // MASK: some key of the tile is >= k_len or (CAUSAL) past some row of the warp.
+// With MW = 2 every K and V fragment serves both row pieces (o[i], st[i], qf[i]: rows row_g + 16 i, + 8).
 template <class T, int D, bool CAUSAL, bool MASK>
-__device__ __forceinline__ void attend(float (&o)[D / 8][4], RowState& st, const unsigned (&qf)[D / 16][4],
-                                       const unsigned char* ks, const unsigned char* vs, int key0, int row_g,
-                                       int k_len, float scale_log2)
+__device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[MW], const unsigned (&qf)[MW][D / 16][4],
+                                       const unsigned char* qs, const unsigned char* ks, const unsigned char* vs,
+                                       int key0, int row_g, int k_len, float scale_log2)
 {
     using Tag = typename ac::MmaType<T>::tag;
     constexpr int ROW_BYTES = 2 * D;
@@ -154,62 +169,87 @@ __device__ __forceinline__ void attend(float (&o)[D / 8][4], RowState& st, const
     // .x4 matrices: (keys +0, d +0), (keys +0, d +8), (keys +8, d +0), (keys +8, d +8) = b0, b1 of n8
     // tile 2p, b0, b1 of tile 2p + 1: lane 8 mat + r addresses key 16p + 8 (mat >> 1) + r, dim
     // 16 kk + 8 (mat & 1).
-    float s[BN / 8][4];
+    float s[MW][BN / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
+    for (int i = 0; i < MW; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = 0.0f;
+        for (int nt = 0; nt < BN / 8; ++nt)
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
+            for (int e = 0; e < 4; ++e) s[i][nt][e] = 0.0f;
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    // Q from shared memory: one k step at a time (unrolled, the compiler loads every K fragment of the tile
+    // ahead and runs out of registers)
+    constexpr int QK_UNROLL = Q_SMEM ? 1 : D / 16;
+#pragma unroll QK_UNROLL
+    for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned qa[MW][4];
+#pragma unroll
+        for (int i = 0; i < MW; ++i) {
+            if constexpr (Q_SMEM) {  // the A fragment of piece i at k step kk, as the main body reads it
+                ac::ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1) + r,
+                                                                2 * (16 * kk + 8 * (mat >> 1))));
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) qa[i][e] = qf[i][kk][e];
+            }
+        }
 #pragma unroll
         for (int p = 0; p < BN / 16; ++p) {
             unsigned f[4];
             ac::ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p + 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1))));
             const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-            ac::mma_m16n8k16<Tag>(s[2 * p], qf[kk], b0);
-            ac::mma_m16n8k16<Tag>(s[2 * p + 1], qf[kk], b1);
+#pragma unroll
+            for (int i = 0; i < MW; ++i) {
+                ac::mma_m16n8k16<Tag>(s[i][2 * p], qa[i], b0);
+                ac::mma_m16n8k16<Tag>(s[i][2 * p + 1], qa[i], b1);
+            }
         }
+    }
 
     // x = s * scale * log2 e (the scale folded into the exp2's argument; multiplied before the maximum,
     // so a negative scale is right too); s[nt][e] is (row g + 8 (e >> 1), key key0 + 8 nt + 2q + (e & 1)).
     const int q4 = lane % 4;
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; ++nt)
+    for (int i = 0; i < MW; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            float x = s[nt][e] * scale_log2;
-            if constexpr (MASK) {
-                const int key = key0 + 8 * nt + 2 * q4 + (e & 1);
-                if (key >= k_len || (CAUSAL && key > row_g + 8 * (e >> 1))) x = NEG_INF;
+        for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float x = s[i][nt][e] * scale_log2;
+                if constexpr (MASK) {
+                    const int key = key0 + 8 * nt + 2 * q4 + (e & 1);
+                    if (key >= k_len || (CAUSAL && key > row_g + 16 * i + 8 * (e >> 1))) x = NEG_INF;
+                }
+                s[i][nt][e] = x;
             }
-            s[nt][e] = x;
-        }
 
-    // Online softmax, per row half h (row g + 8h: elements 2h, 2h + 1 of each n8 tile).
+    // Online softmax, per piece i and row half h (row g + 16 i + 8h: elements 2h, 2h + 1 of each n8 tile).
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float mx = st.max[h];
+        float mx = st[i].max[h];
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
         // the row's 64 keys are spread over the 4 threads q = 0..3 of group g: lanes 4g .. 4g + 3
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // no key seen yet (every x -inf): subtract 0, so exp2(-inf - 0) = 0 and never -inf - -inf = NaN
         const float base = mx == NEG_INF ? 0.0f : mx;
-        const float rescale = ac::ex2_ftz(st.max[h] - base);  // 0 while the old maximum is -inf
-        st.max[h] = mx;
+        const float rescale = ac::ex2_ftz(st[i].max[h] - base);  // 0 while the old maximum is -inf
+        st[i].max[h] = mx;
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < BN / 8; ++nt) {
-            s[nt][2 * h] = ac::ex2_ftz(s[nt][2 * h] - base);
-            s[nt][2 * h + 1] = ac::ex2_ftz(s[nt][2 * h + 1] - base);
-            sum += s[nt][2 * h] + s[nt][2 * h + 1];
+            s[i][nt][2 * h] = ac::ex2_ftz(s[i][nt][2 * h] - base);
+            s[i][nt][2 * h + 1] = ac::ex2_ftz(s[i][nt][2 * h + 1] - base);
+            sum += s[i][nt][2 * h] + s[i][nt][2 * h + 1];
         }
-        st.sum[h] = st.sum[h] * rescale + sum;
+        st[i].sum[h] = st[i].sum[h] * rescale + sum;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
-            o[dt][2 * h] *= rescale;
-            o[dt][2 * h + 1] *= rescale;
+            o[i][dt][2 * h] *= rescale;
+            o[i][dt][2 * h + 1] *= rescale;
         }
     }
 
@@ -225,16 +265,24 @@ __device__ __forceinline__ void attend(float (&o)[D / 8][4], RowState& st, const
     // 16 p + 8 (mat >> 1).
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-        const unsigned a[4] = {Pair<T>::pack(s[2 * kk][0], s[2 * kk][1]), Pair<T>::pack(s[2 * kk][2], s[2 * kk][3]),
-                               Pair<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               Pair<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        unsigned a[MW][4];
+#pragma unroll
+        for (int i = 0; i < MW; ++i) {
+            a[i][0] = Pair<T>::pack(s[i][2 * kk][0], s[i][2 * kk][1]);
+            a[i][1] = Pair<T>::pack(s[i][2 * kk][2], s[i][2 * kk][3]);
+            a[i][2] = Pair<T>::pack(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+            a[i][3] = Pair<T>::pack(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int p = 0; p < D / 16; ++p) {
             unsigned f[4];
             ac::ldmatrix_x4_trans(f, vs + swizzled<ROW_BYTES>(16 * kk + 8 * (mat & 1) + r, 2 * (16 * p + 8 * (mat >> 1))));
             const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
-            ac::mma_m16n8k16<Tag>(o[2 * p], a, b0);
-            ac::mma_m16n8k16<Tag>(o[2 * p + 1], a, b1);
+#pragma unroll
+            for (int i = 0; i < MW; ++i) {
+                ac::mma_m16n8k16<Tag>(o[i][2 * p], a[i], b0);
+                ac::mma_m16n8k16<Tag>(o[i][2 * p + 1], a[i], b1);
+            }
         }
     }
 }
@@ -249,6 +297,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                   long long o_sh, long long o_ss, int group, int q_len, int k_len, float scale)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
+    static_assert(MW == 1 || D == 64, "32 rows a warp at head dim 64 only (registers)");
     static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
     static_assert(sizeof(T) == 2, "bf16 or f16");
     constexpr int ROW_BYTES = 2 * D;
@@ -258,7 +307,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     // [STAGES][K [BN][D] | V [BN][D]] T, 16-byte chunks XOR-swizzled per row; Q [BM][D] in the last stage first
     unsigned char* smem = ac::dynamic_smem<unsigned char>();
-    unsigned char* q_smem = smem + (STAGES - 1) * STAGE_BYTES;
+    unsigned char* q_smem = smem + (Q_SMEM ? STAGES : STAGES - 1) * STAGE_BYTES;
 
     int qt = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
     if (CAUSAL)  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
@@ -287,24 +336,32 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int mat = lane / 8, r = lane % 8;
     // Q's group is the oldest: all but the newest STAGES - 1 landed means it did; the barrier makes every
     // thread's copies visible. The A fragment of k step kk: matrices (rows +0, d +0), (rows +8, d +0),
-    // (rows +0, d +8), (rows +8, d +8) = a0..a3, so lane 8 mat + r addresses row 16 warp + 8 (mat & 1) + r,
-    // dim 16 kk + 8 (mat >> 1).
+    // (rows +0, d +8), (rows +8, d +8) = a0..a3, so lane 8 mat + r addresses row 16 (MW warp + i) + 8 (mat & 1)
+    // + r of piece i, dim 16 kk + 8 (mat >> 1).
     ac::wait_group<STAGES - 1>();
     __syncthreads();
-    unsigned qf[D / 16][4];
+    unsigned qf[MW][D / 16][4] = {};
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-        ac::ldmatrix_x4(qf[kk], q_smem + swizzled<ROW_BYTES>(16 * warp + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))));
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+        for (int kk = 0; kk < D / 16 && !Q_SMEM; ++kk)
+            ac::ldmatrix_x4(qf[i][kk], q_smem + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1) + r,
+                                                                    2 * (16 * kk + 8 * (mat >> 1))));
     if constexpr (STAGES == 1) __syncthreads();  // every warp has Q before tile 0 overwrites it
 
-    float o[D / 8][4];
+    float o[MW][D / 8][4];
+    RowState st[MW];
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
+    for (int i = 0; i < MW; ++i) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[dt][e] = 0.0f;
-    RowState st{{NEG_INF, NEG_INF}, {0.0f, 0.0f}};
-    const int row_g = m0 + 16 * warp + lane / 4;  // this thread's first row (c0, c1); c2, c3 are row_g + 8
-    const int warp_first = m0 + 16 * warp, warp_last = warp_first + 15;
+        for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[i][dt][e] = 0.0f;
+        st[i] = RowState{{NEG_INF, NEG_INF}, {0.0f, 0.0f}};
+    }
+    // this thread's first row (c0, c1) of piece 0; c2, c3 are row_g + 8, piece i's rows 16 i further
+    const int row_g = m0 + 16 * MW * warp + lane / 4;
+    const int warp_first = m0 + 16 * MW * warp, warp_last = warp_first + 16 * MW - 1;
     const float scale_log2 = scale * LOG2E;
 
 #pragma unroll 1
@@ -336,9 +393,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (!CAUSAL || key0 <= warp_last) {
             const bool mask = key0 + BN > k_len || (CAUSAL && key0 + BN - 1 > warp_first);
             if (mask)
-                attend<T, D, CAUSAL != 0, true>(o, st, qf, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
+                attend<T, D, CAUSAL != 0, true>(o, st, qf, q_smem, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
             else
-                attend<T, D, CAUSAL != 0, false>(o, st, qf, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
+                attend<T, D, CAUSAL != 0, false>(o, st, qf, q_smem, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
         }
         if constexpr (STAGES == 1) __syncthreads();  // every warp has read the stage before the next load
     }
@@ -347,20 +404,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     // Epilogue: a row's sum over its 4 threads; O / sum to T, two adjacent dims a store (d even, rows
     // 16-byte aligned); lse = ln(2^max * sum) = (max + log2 sum) ln 2, written by the row's thread q = 0.
 #pragma unroll
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
     for (int h = 0; h < 2; ++h) {
-        float sum = st.sum[h];
+        float sum = st[i].sum[h];
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // sum 0 (no key at all) cannot happen: no NaN even so
-        const int row = row_g + 8 * h;
+        const int row = row_g + 16 * i + 8 * h;
         if (row >= q_len) continue;
         T* orow = out + batch * o_sb + head * o_sh + row * o_ss;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
-            ac::store_pair(orow + 8 * dt + 2 * (lane % 4), o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+            ac::store_pair(orow + 8 * dt + 2 * (lane % 4), o[i][dt][2 * h] * inv, o[i][dt][2 * h + 1] * inv);
         if (lse != nullptr && lane % 4 == 0) {
             const long long at = (static_cast<long long>(batch) * gridDim.y + head) * q_len + row;
-            lse[at] = sum > 0.0f ? (st.max[h] + log2f(sum)) * LN2 : NEG_INF;
+            lse[at] = sum > 0.0f ? (st[i].max[h] + log2f(sum)) * LN2 : NEG_INF;
         }
     }
 }

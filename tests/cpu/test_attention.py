@@ -12,6 +12,7 @@ import pytest
 import asynccopy
 from asynccopy import build, device
 from asynccopy import sdpa as att
+from asynccopy.attention_kernels import VARIANTS
 from asynccopy.errors import ArgumentError
 from asynccopy.sdpa import AttentionConfig, Tensor4
 
@@ -47,6 +48,27 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
     usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     assert "LDL" not in sass and "STL" not in sass
+
+
+ROWS32 = [(arch, AttentionConfig("mma", dtype, 64, stages, causal, defines=VARIANTS["mma"]["rows32"]))
+          for arch in STAGES for dtype, causal, stages in itertools.product(att.DTYPES, (False, True), STAGES[arch])]
+
+
+@pytest.mark.parametrize("case", ROWS32, ids=_id)
+def test_the_32_row_mma_build_keeps_q_in_shared_memory_with_no_spill(case):
+    """attention_mma.cu with ASYNCCOPY_ATTN_MMA_MW=2: 4 warps of 32 rows, every K and V fragment feeding two
+    m16 pieces; Q read from its own shared memory one k step at a time (a rolled loop of BN / 8 products a
+    piece), so that nothing spills (unrolled, 24-112 bytes of stack)."""
+    arch, cfg = case
+    assert cfg.threads == 128 and cfg.smem_bytes == cfg.stages * 2 * 64 * 64 * 2 + 128 * 64 * 2
+    module = cfg.compile(arch)
+    sass = module.sass()
+    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
+    bn, pieces = cfg.record.tile[1], 2
+    # per key-tile variant (masked, unmasked): Q K^T one k step (BN / 8 a piece), P V all (D / 16 x BN / 8 a piece)
+    assert len(hmma) == 2 * pieces * (bn // 8) * (1 + cfg.head_dim // 16), len(hmma)
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
 
 
 def test_the_record_launches_what_the_kernel_assumes():

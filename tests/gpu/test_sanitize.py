@@ -172,15 +172,17 @@ def _attention64(cupy, q, k, v, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_attention_three_consumer_warpgroups(cupy, facts, causal):
-    """wgmma at head dim 64 with three consumer warpgroups (long problems' build; the launch model gives small
-    ones two, which test_attention below runs)."""
+@pytest.mark.parametrize("variant", ["consumers3", "rows32"])
+def test_attention_variants(cupy, facts, causal, variant):
+    """At head dim 64: wgmma with three consumer warpgroups (long problems' build; the launch model gives small
+    ones two, which test_attention below runs); mma with 32 rows a warp (Q in shared memory of its own)."""
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
     from asynccopy.attention_kernels import VARIANTS
 
-    require_cc(facts, (9, 0))
+    kernel = "wgmma" if variant == "consumers3" else "mma"
+    require_cc(facts, (9, 0) if kernel == "wgmma" else (8, 0))
     rng = np.random.default_rng(3 + causal)
     b, h, hkv, lq, lk, d = 1, 2, 1, 250, 200, 64  # two query tiles of 192, the second partial
     q, k, v = (cupy.asarray(rng.standard_normal((b, hh, s, d)).astype(np.float16))
@@ -189,8 +191,8 @@ def test_attention_three_consumer_warpgroups(cupy, facts, causal):
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = att.configure(p, facts, kernel="wgmma", stages=2, causal=causal).with_defines(VARIANTS["wgmma"]["consumers3"])
-    assert cfg.consumers == 3
+    cfg = att.configure(p, facts, kernel=kernel, stages=2, causal=causal).with_defines(VARIANTS[kernel][variant])
+    assert (cfg.consumers, cfg.threads) == ((3, 512) if kernel == "wgmma" else (None, 128))
     att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
     stream.sync()
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
