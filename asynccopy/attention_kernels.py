@@ -53,6 +53,13 @@ class AttentionKernel:
     fewer_consumers: tuple[tuple[int, int, float], ...] = ()
     # a block's fixed cost beside its key tiles (Q's load, the pipeline's fill, the epilogue), in key tiles
     block_overhead: float = 0.0
+    # per head dim (the order of head_dims; mma): query rows a warp, 16 or 32 (32: 4 warps a block, Q in shared
+    # memory of its own beside the stages); () for 16
+    rows_per_warp: tuple[int, ...] = ()
+
+    def pieces_for(self, head_dim: int) -> int:
+        """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
+        return dict(zip(self.head_dims, self.rows_per_warp)).get(head_dim, 16) // 16
 
     def keys_for(self, head_dim: int, causal: bool = False) -> int:
         """Keys per K/V tile at this head dim, with or without the causal mask."""
@@ -69,7 +76,7 @@ class AttentionKernel:
 
     def threads_for(self, head_dim: int, consumers: int | None = None) -> int:
         c = consumers or self.consumers_for(head_dim)
-        return 128 * (c + 1) if c else self.threads
+        return 128 * (c + 1) if c else self.threads // self.pieces_for(head_dim)
 
     def stage_bytes(self, head_dim: int, itemsize: int = 2, keys: int | None = None) -> int:
         """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel reads its Q tile,
@@ -77,9 +84,13 @@ class AttentionKernel:
         memory of its own.)"""
         return 2 * (keys or self.tile[1]) * head_dim * itemsize
 
-    def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None) -> int:
-        """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them."""
-        return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024 if self.q_smem else 0
+    def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None,
+                     pieces: int | None = None) -> int:
+        """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them (the
+        mma kernel's Q with 32 rows a warp, ``pieces`` = 2, default the record's at this head dim)."""
+        if self.q_smem:
+            return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024
+        return self.tile[0] * head_dim * itemsize if (pieces or self.pieces_for(head_dim)) == 2 else 0
 
     def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None,
             keys: int | None = None) -> int:
@@ -109,7 +120,11 @@ KERNELS: dict[str, AttentionKernel] = {
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
                         "attention_mma.cu", "attention_mma", (8, 0), DTYPES, (64, 128), (128, 64), 256,
-                        ("LDGSTS", "LDSM", "HMMA"), (3, 3)),
+                        ("LDGSTS", "LDSM", "HMMA"), (3, 3),
+                        # 32 rows a warp at head dim 64 (H200, 2026-12-02, bf16, B 4 x H 16, 3 stages, TFLOP/s,
+                        # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
+                        # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers
+                        rows_per_warp=(32, 16)),
     )
 }
 
@@ -128,7 +143,7 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),)},
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
-    "mma": {"rows32": ((MMA_MW_KNOB, 2),)},
+    "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 
@@ -171,7 +186,7 @@ class AttentionConfig:
     def threads(self) -> int:
         """Threads a block: the record's, or fewer warps for the mma kernel built with 32 rows a warp."""
         if self.kernel == "mma":
-            return self.record.threads // self._mma_pieces
+            return self.record.threads // self.mma_pieces
         return self.record.threads_for(self.head_dim, self.consumers)
 
     def name_expression(self) -> str:
@@ -180,18 +195,21 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
-        # the mma kernel with 32 rows a warp keeps Q's tile in shared memory of its own, after the stages
-        q_own = self.tile[0] * self.head_dim * size if self.kernel == "mma" and self._mma_pieces == 2 else 0
+        pieces = self.mma_pieces if self.kernel == "mma" else None
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers) + q_own)
+                + self.record.static_bytes(self.head_dim, size, self.consumers, pieces))
 
     @property
-    def _mma_pieces(self) -> int:
-        return int(dict(self.defines).get(MMA_MW_KNOB, 1) or 1)
+    def mma_pieces(self) -> int:
+        """The mma kernel's m16 row pieces a warp: the knob where a variant sets it, else the record's."""
+        knob = dict(self.defines).get(MMA_MW_KNOB)
+        return int(knob) if knob is not None and int(knob) > 0 else self.record.pieces_for(self.head_dim)
 
     def compile(self, arch: str | None = None) -> build.Module:
         rec = self.record
         defines = {**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})}
+        if self.kernel == "mma":
+            defines[MMA_MW_KNOB] = self.mma_pieces  # the kernel builds what the launch assumes
         return build.compile_record(f"attention kernel {self.kernel!r}", rec.source, rec.template,
                                     self.name_expression(), min_cc=rec.min_cc, arch_specific=rec.arch_specific,
                                     arch=arch, defines=defines)

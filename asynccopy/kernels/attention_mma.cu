@@ -8,9 +8,10 @@
 // is_causal: a lower-triangular mask aligned top-left, tril(ones(q_len, k_len))); group = query heads per
 // key/value head (grouped-query attention). With lse != nullptr, lse[b, h, i] = ln sum_j exp(scale s_ij)
 // (f32, contiguous [batch][heads][q_len]), what a backward pass needs.
-// How: one block of 256 threads (8 warps) per BM = 128 queries of one (batch, head): grid (query tiles,
-// heads, batch), causal ones the longest first (asynccopy/attention.cuh). Each warp
-// owns 16 query rows: one m16 of both products. Why 128 x 8 warps and not 64 x 4: a thread's registers
+// How: one block of 256 threads (8 warps; 128 threads, 4 warps, with MW = 2) per BM = 128 queries of one
+// (batch, head): grid (query tiles, heads, batch), causal ones the longest first (asynccopy/attention.cuh).
+// Each warp owns 16 query rows (MW = 1: one m16 of both products; MW = 2: 32 rows, two m16 pieces; the
+// launch passes MW: asynccopy.attention_kernels builds head dim 64 with 2, 128 with 1). Why 128 x 8 warps and not 64 x 4: a thread's registers
 // are the same either way (they depend on the 16 rows a warp owns), the registers allow 8 warps an SM
 // either way at D = 128, and a K/V tile in shared memory then serves 128 queries instead of 64: half the
 // global and L2 traffic per product.

@@ -42,41 +42,48 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
     assert set(re.findall(r"LDGSTS[.A-Z0-9]*", sass)) <= {"LDGSTS.E.BYPASS.128", "LDGSTS.E.BYPASS.128.ZFILL"}
     hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
     assert set(hmma) == {"HMMA.16816.F32.BF16" if cfg.dtype == "bfloat16" else "HMMA.16816.F32"}, set(hmma)
-    # two variants of a key tile (masked, unmasked), each D/16 x BN/8 mma for Q K^T and as many for P V
-    bn = cfg.record.tile[1]
-    assert len(hmma) == 2 * 2 * (cfg.head_dim // 16) * (bn // 8), len(hmma)
+    # two variants of a key tile (masked, unmasked), each D/16 x BN/8 mma for Q K^T and as many for P V a row
+    # piece; with 32 rows a warp (head dim 64) the Q K^T k steps are a rolled loop of BN/8 a piece
+    bn, pieces, steps = cfg.record.tile[1], cfg.mma_pieces, cfg.head_dim // 16
+    assert pieces == (2 if cfg.head_dim == 64 else 1)
+    assert len(hmma) == 2 * pieces * (bn // 8) * ((steps if pieces == 1 else 1) + steps), len(hmma)
     usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     assert "LDL" not in sass and "STL" not in sass
 
 
-ROWS32 = [(arch, AttentionConfig("mma", dtype, 64, stages, causal, defines=VARIANTS["mma"]["rows32"]))
+ROWS16 = [(arch, AttentionConfig("mma", dtype, 64, stages, causal, defines=VARIANTS["mma"]["rows16"]))
           for arch in STAGES for dtype, causal, stages in itertools.product(att.DTYPES, (False, True), STAGES[arch])]
 
 
-@pytest.mark.parametrize("case", ROWS32, ids=_id)
-def test_the_32_row_mma_build_keeps_q_in_shared_memory_with_no_spill(case):
-    """attention_mma.cu with ASYNCCOPY_ATTN_MMA_MW=2: 4 warps of 32 rows, every K and V fragment feeding two
-    m16 pieces; Q read from its own shared memory one k step at a time (a rolled loop of BN / 8 products a
-    piece), so that nothing spills (unrolled, 24-112 bytes of stack)."""
+@pytest.mark.parametrize("case", ROWS16, ids=_id)
+def test_the_16_row_mma_build_at_head_dim_64_keeps_q_in_registers_with_no_spill(case):
+    """attention_mma.cu with ASYNCCOPY_ATTN_MMA_MW=1 at head dim 64 (the build before 32 rows a warp, kept as a
+    variant): 8 warps of 16 rows, Q in registers, every k step unrolled."""
     arch, cfg = case
-    assert cfg.threads == 128 and cfg.smem_bytes == cfg.stages * 2 * 64 * 64 * 2 + 128 * 64 * 2
+    assert cfg.threads == 256 and cfg.smem_bytes == cfg.stages * 2 * 64 * 64 * 2  # Q in the last stage first
     module = cfg.compile(arch)
-    sass = module.sass()
-    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
-    bn, pieces = cfg.record.tile[1], 2
-    # per key-tile variant (masked, unmasked): Q K^T one k step (BN / 8 a piece), P V all (D / 16 x BN / 8 a piece)
-    assert len(hmma) == 2 * pieces * (bn // 8) * (1 + cfg.head_dim // 16), len(hmma)
+    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", module.sass())
+    assert len(hmma) == 2 * 2 * (64 // 16) * (cfg.record.tile[1] // 8), len(hmma)
     usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+
+
+def test_the_default_mma_block_follows_its_rows_a_warp():
+    rec = att.KERNELS["mma"]
+    at64, at128 = (AttentionConfig("mma", "bfloat16", d, 3, False) for d in (64, 128))
+    assert (at64.threads, at128.threads) == (128, 256) and (at64.mma_pieces, at128.mma_pieces) == (2, 1)
+    assert at64.smem_bytes == 3 * 16384 + 128 * 64 * 2 and at128.smem_bytes == 3 * 32768  # Q's own 16 KiB at 64
+    assert rec.fit(64, L40S.smem_per_block_optin) == 4 and rec.threads_for(64) == 128
 
 
 def test_the_record_launches_what_the_kernel_assumes():
     rec = att.KERNELS["mma"]
     assert (rec.tile, rec.threads, rec.min_cc, rec.head_dims) == ((128, 64), 256, (8, 0), (64, 128))
-    # a stage is a K and a V tile of 64 keys; Q (128 x D, as large) lives in the last stage at first
+    # a stage is a K and a V tile of 64 keys; Q (128 x D, as large) lives in the last stage at first (16 rows a
+    # warp), or beside the stages (32 rows a warp: head dim 64)
     assert AttentionConfig("mma", "float16", 128, 3, True).smem_bytes == 3 * 2 * 64 * 128 * 2
-    assert AttentionConfig("mma", "bfloat16", 64, 2, False).smem_bytes == 2 * 2 * 64 * 64 * 2
+    assert AttentionConfig("mma", "bfloat16", 64, 2, False).smem_bytes == 2 * 2 * 64 * 64 * 2 + 128 * 64 * 2
     assert AttentionConfig("mma", "bfloat16", 64, 2, True).name_expression() == "attention_mma<__nv_bfloat16, 64, 2, 1>"
     for d in rec.head_dims:
         assert rec.fit(d, A100.smem_per_block_optin) == 4
