@@ -79,9 +79,9 @@ class AttentionKernel:
         return 128 * (c + 1) if c else self.threads // self.pieces_for(head_dim)
 
     def stage_bytes(self, head_dim: int, itemsize: int = 2, keys: int | None = None) -> int:
-        """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel reads its Q tile,
-        as large as one stage, into registers before the pipeline fills the last stage, so it takes no
-        memory of its own.)"""
+        """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel with 16 rows a warp
+        reads its Q tile, as large as one stage, into registers before the pipeline fills the last stage, so
+        it takes no memory of its own; with 32 rows a warp Q has its own: static_bytes.)"""
         return 2 * (keys or self.tile[1]) * head_dim * itemsize
 
     def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None,

@@ -246,10 +246,10 @@ def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4,
         return
     if cfg.trace != bool(trace_ptr):
         raise ArgumentError("a traced configuration takes a trace buffer, and only it does")
-    if cfg.smem_bytes > facts.smem_per_block_optin:
+    if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # as fit() counts (static barriers)
         raise ArgumentError(f"{cfg.stages} stages of {cfg.kernel} at head dim {cfg.head_dim} in {cfg.tile[0]} x {cfg.tile[1]} "
-                            f"tiles need {cfg.smem_bytes} bytes of shared memory a block; "
-                            f"{facts.name} allows {facts.smem_per_block_optin}")
+                            f"tiles need {cfg.smem_bytes} bytes of shared memory a block and {cfg.record.smem_reserve} "
+                            f"beside; {facts.name} allows {facts.smem_per_block_optin}")
     if cfg.record.operands == "tma":
         _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts, trace_ptr=trace_ptr)
         return

@@ -17,7 +17,9 @@
 // global and L2 traffic per product.
 //   Q: its [BM][D] tile is copied once (cp.async, zero-filled past q_len) into the last stage's buffer,
 //      which the pipeline fills only after every warp has read Q into registers: per k16 step of D one
-//      ldmatrix .x4, the mma A fragment of the warp's 16 rows (D / 16 x 4 registers a thread).
+//      ldmatrix .x4, the mma A fragment of the warp's 16 rows (D / 16 x 4 registers a thread). With MW = 2
+//      (Q_SMEM) the tile goes to shared memory of its own after the stages instead, never overwritten, and
+//      attend() reads each piece's A fragment there at every k step.
 //   K, V: key tiles of BN = 64 keys walked through STAGES stages of [K tile | V tile] (the protocol of
 //      gemm_mma.cu: one commit group per tile, empty past the last; wait_group<STAGES - 2>, one barrier,
 //      the refill of the stage read last, compute). Keys past k_len are zero-filled (src-size 0): V's
@@ -34,7 +36,8 @@
 // Shared memory (dynamic, STAGES * 2 * BN * D * 2 bytes: D = 64 16 KiB a stage, D = 128 32 KiB; the
 // default 3 stages 48 / 96 KiB, so that 3 stages fit the 99 KiB of CC 8.6 / 8.9 too):
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
-//   Q [BM][D] (as large as one stage) in stage STAGES - 1 until it is in registers.
+//   Q [BM][D] (as large as one stage) in stage STAGES - 1 until it is in registers (MW = 1), or in its own
+//   [BM][D] after the stages (MW = 2: STAGES x stage + BM x D x 2 bytes).
 // Registers (NVRTC 13.5, no local memory at any configuration): D = 64 162-171 a thread, D = 128
 // 223-245: one block of 8 warps an SM either way. __launch_bounds__(256, 2) at D = 64 (128 registers)
 // spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):
@@ -307,6 +310,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     static_assert(BM * ROW_BYTES == STAGE_BYTES, "the Q tile fills exactly one stage");
 
     // [STAGES][K [BN][D] | V [BN][D]] T, 16-byte chunks XOR-swizzled per row; Q [BM][D] in the last stage first
+    // (MW = 1), or after the stages for good (MW = 2)
     unsigned char* smem = ac::dynamic_smem<unsigned char>();
     unsigned char* q_smem = smem + (Q_SMEM ? STAGES : STAGES - 1) * STAGE_BYTES;
 

@@ -9,7 +9,7 @@ representable in ``dtype``), run every block of the grid asynccopy.attention lau
 as the kernel leaves them: out rounded to ``dtype`` (as float64), lse (natural log) of every row. Every
 array index, register index, global offset, shared-memory byte address, mask, stage and barrier phase is
 computed by the kernel's own expressions; the comments quote the .cu lines each part transcribes
-(verbatim, so that they can be found after edits). The threads of a warp (mma: and the 8 warps of the
+(verbatim, so that they can be found after edits). The threads of a warp (mma: and the 8 row pieces of the
 block) or of a warpgroup are the leading axes of NumPy arrays: one array expression runs one line of the
 kernel for all of them.
 
@@ -72,7 +72,8 @@ import math
 import numpy as np
 
 from asynccopy import swizzle
-from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, AttentionConfig
+from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, AttentionConfig
+from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
 
 DTYPES = ("float16", "bfloat16")
 LOG2E = 1.4426950408889634
@@ -270,8 +271,10 @@ class CpAsync:
 # ---------------------------------------------------------------------------------------------
 # emulate_mma: attention_mma.cu
 
-MMA_BM, MMA_BN, MMA_WARPS = 128, 64, 8  # .cu: "constexpr int BM = 128;", "BN = 64;", "WARPS = BM / 16;"
-MMA_THREADS = 32 * MMA_WARPS
+MMA_BM, MMA_BN = 128, 64  # .cu: "constexpr int BM = 128;", "BN = 64;"
+# The block's 16-row pieces: its 8 warps of one piece each (MW = 1), or its 4 warps of two (MW = 2: .cu "WARPS =
+# BM / (16 * MW)"). The emulation's leading axis runs over the pieces, piece v = MW * warp + i.
+MMA_WARPS = MMA_BM // 16
 
 
 def _swizzled(row_bytes: int, row, col_byte):
@@ -280,15 +283,16 @@ def _swizzled(row_bytes: int, row, col_byte):
     return row * row_bytes + (col_byte ^ ((row & 7) << 4))
 
 
-def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, rows_n: int, d: int, rows: int) -> None:
+def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, rows_n: int, d: int, rows: int,
+                   threads: int) -> None:
     """.cu load_rows<T, D, ROWS>(tile, g, ld, row0, rows_n), every thread's copies at once: "c = j * THREADS +
     threadIdx.x; row = c / CHUNKS, chunk = c % CHUNKS; inside = row0 + row < rows_n; src = inside ? g + (row0 +
     row) * ld + 8 * chunk : g; cp_async<16, true>(tile + swizzled<2 * D>(row, 16 * chunk), src, inside ? 16u : 0u)".
     ``gmem``: global memory as flat T bits; ``g``: the head's element offset in it."""
     chunks = d * 2 // 16
-    copies = rows * chunks // MMA_THREADS
-    assert rows * chunks % MMA_THREADS == 0
-    c = np.arange(copies)[:, None] * MMA_THREADS + np.arange(MMA_THREADS)[None, :]
+    copies = rows * chunks // threads
+    assert rows * chunks % threads == 0
+    c = np.arange(copies)[:, None] * threads + np.arange(threads)[None, :]
     row, chunk = c // chunks, c % chunks
     inside = row0 + row < rows_n
     src = np.where(inside, g + (row0 + row) * ld + 8 * chunk, g)
@@ -296,10 +300,12 @@ def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, row
     cp.copy16(tile + _swizzled(2 * d, row, 16 * chunk), data)
 
 
-def _mma_attend(sm: Shared, o, st_max, st_sum, qf, ks: int, vs: int, key0: int, row_g, k_len: int,
+def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0: int, row_g, k_len: int,
                 scale_log2: float, d: int, causal: bool, mask, dtype: str):
-    """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, ks, vs, key0, row_g, k_len, scale_log2), for all 8 warps ([W] leading axis;
-    ``mask`` [W] picks the MASK instantiation per warp). Returns the new (o, st_max, st_sum)."""
+    """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, qs, ks, vs, key0, row_g, k_len, scale_log2), for all 8 row pieces
+    ([W] leading axis; ``mask`` [W] picks the MASK instantiation per piece's warp). ``q_at``: None (Q's fragments
+    ``qf`` in registers, MW = 1) or Q's own shared-memory offset (MW = 2: read at every k step). Returns the new
+    (o, st_max, st_sum)."""
     row_bytes = 2 * d
     lane = np.arange(32)
     mat, r = lane // 8, lane % 8
@@ -308,11 +314,16 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, ks: int, vs: int, key0: int, 
     # mma(s[2 * p + 1], qf[kk], b1)"
     s = np.zeros((MMA_WARPS, MMA_BN // 8, 32, 4))
     p = np.arange(MMA_BN // 16)[None, :, None]
+    piece = np.arange(MMA_WARPS)[:, None]
     for kk in range(d // 16):
+        # .cu "if constexpr (Q_SMEM) ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1)
+        # + r, 2 * (16 * kk + 8 * (mat >> 1)))); else qa[i][e] = qf[i][kk][e]"
+        qa = qf[kk] if q_at is None else ldmatrix_x4(
+            sm, q_at + _swizzled(row_bytes, 16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))), trans=False)
         f = ldmatrix_x4(sm, ks + _swizzled(row_bytes, 16 * p + 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1))),
                         trans=False)  # [1, P, 32, 4]
         b = np.stack([f[..., 0:2], f[..., 2:4]], axis=2).reshape(1, MMA_BN // 8, 32, 2)  # n8 tiles 2p, 2p + 1
-        s = mma_m16n8k16(s, qf[kk][:, None], b, dtype)
+        s = mma_m16n8k16(s, qa[:, None], b, dtype)
     # .cu "float x = s[nt][e] * scale_log2; if constexpr (MASK) { const int key = key0 + 8 * nt + 2 * q4 + (e & 1);
     # if (key >= k_len || (CAUSAL && key > row_g + 8 * (e >> 1))) x = NEG_INF; }"
     q4 = lane % 4
@@ -358,10 +369,10 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, ks: int, vs: int, key0: int, 
 
 
 def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: int, stages: int, causal: bool,
-               dtype: str, copies: str) -> None:
+               dtype: str, copies: str, pieces: int) -> None:
     """One block (blockIdx ``block`` = (x, y, z), gridDim ``grid`` = (x, y)) of the kernel attention_mma<T, D,
-    STAGES, CAUSAL>; ``a``: its arguments by name (q, k, v, out: flat global memory; lse flat; the strides in
-    elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
+    STAGES, CAUSAL> built with MW = ``pieces``; ``a``: its arguments by name (q, k, v, out: flat global memory;
+    lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
     q, k, v, out, lse, writes = a["q"], a["k"], a["v"], a["out"], a["lse"], a["writes"]
     group, q_len, k_len, scale = a["group"], a["q_len"], a["k_len"], a["scale"]
     bx, head, batch = block
@@ -370,10 +381,14 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     tile_bytes = MMA_BN * row_bytes
     stage_bytes = 2 * tile_bytes
     assert MMA_BM * row_bytes == stage_bytes
-    smem_bytes = AttentionConfig("mma", dtype, d, stages, causal).smem_bytes
-    sm = Shared(0, smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
+    cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=((MMA_MW_KNOB, pieces),))
+    threads = cfg.threads  # .cu "THREADS = 32 * WARPS", WARPS = BM / (16 * MW)
+    assert threads == 32 * MMA_BM // (16 * pieces)
+    sm = Shared(0, cfg.smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
     cp = CpAsync(sm, copies)
-    q_smem = (stages - 1) * stage_bytes  # .cu "q_smem = smem + (STAGES - 1) * STAGE_BYTES"
+    q_own = pieces == 2  # .cu "Q_SMEM = MW == 2"
+    # .cu "q_smem = smem + (Q_SMEM ? STAGES : STAGES - 1) * STAGE_BYTES"
+    q_smem = (stages if q_own else stages - 1) * stage_bytes
     m0 = bx * MMA_BM  # .cu "m0 = qt * BM" (qt: blockIdx.x, or causal_tile's)
     qg = batch * a["q_sb"] + head * a["q_sh"]  # .cu "qg = q + batch * q_sb + head * q_sh; kg = k + batch * k_sb +
     kg = batch * a["k_sb"] + head // group * a["k_sh"]  # head / group * k_sh; vg likewise"
@@ -383,29 +398,32 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     tiles = (kv_end + MMA_BN - 1) // MMA_BN
 
     # .cu "load_rows<T, D, BM>(q_smem, qg, q_ss, m0, q_len); commit_group(); for (s = 0; s < STAGES - 1; ++s) {...}"
-    _mma_load_rows(cp, q_smem, q, qg, a["q_ss"], m0, q_len, d, MMA_BM)
+    _mma_load_rows(cp, q_smem, q, qg, a["q_ss"], m0, q_len, d, MMA_BM, threads)
     cp.commit()
     for s in range(stages - 1):
         if s < tiles:
-            _mma_load_rows(cp, s * stage_bytes, k, kg, a["k_ss"], s * MMA_BN, k_len, d, MMA_BN)
-            _mma_load_rows(cp, s * stage_bytes + tile_bytes, v, vg, a["v_ss"], s * MMA_BN, k_len, d, MMA_BN)
+            _mma_load_rows(cp, s * stage_bytes, k, kg, a["k_ss"], s * MMA_BN, k_len, d, MMA_BN, threads)
+            _mma_load_rows(cp, s * stage_bytes + tile_bytes, v, vg, a["v_ss"], s * MMA_BN, k_len, d, MMA_BN, threads)
         cp.commit()
 
-    warp = np.arange(MMA_WARPS)[:, None]
+    piece = np.arange(MMA_WARPS)[:, None]  # MW * warp + i
     lane = np.arange(32)[None, :]
     mat, r = lane // 8, lane % 8
-    # .cu "wait_group<STAGES - 1>(); __syncthreads(); ldmatrix_x4(qf[kk], q_smem + swizzled<ROW_BYTES>(16 * warp +
-    # 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))))"
+    # .cu "wait_group<STAGES - 1>(); __syncthreads(); ldmatrix_x4(qf[i][kk], q_smem + swizzled<ROW_BYTES>(16 * (MW *
+    # warp + i) + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))))" (MW = 1 only: "kk < D / 16 && !Q_SMEM")
     cp.wait(stages - 1)
-    qf = [ldmatrix_x4(sm, q_smem + _swizzled(row_bytes, 16 * warp + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))),
-                      trans=False) for kk in range(d // 16)]  # each [W, 32, 4]
+    qf = None if q_own else [
+        ldmatrix_x4(sm, q_smem + _swizzled(row_bytes, 16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))),
+                    trans=False) for kk in range(d // 16)]  # each [W, 32, 4]
 
     o = np.zeros((MMA_WARPS, d // 8, 32, 4))  # .cu "float o[D / 8][4] ... RowState st{{NEG_INF, NEG_INF}, {0, 0}}"
     st_max = np.full((MMA_WARPS, 32, 2), NEG_INF)
     st_sum = np.zeros((MMA_WARPS, 32, 2))
-    row_g = m0 + 16 * warp + lane // 4  # [W, 32]
-    warp_first = m0 + 16 * np.arange(MMA_WARPS)
-    warp_last = warp_first + 15
+    # .cu "row_g = m0 + 16 * MW * warp + lane / 4" (piece i's rows 16 i further: "row_g + 16 * i + 8 * (e >> 1)");
+    # "warp_first = m0 + 16 * MW * warp, warp_last = warp_first + 16 * MW - 1", per piece the bounds of its warp
+    row_g = m0 + 16 * piece + lane // 4  # [W, 32]
+    warp_first = m0 + 16 * pieces * (np.arange(MMA_WARPS) // pieces)
+    warp_last = warp_first + 16 * pieces - 1
     scale_log2 = float(np.float32(np.float32(scale) * np.float32(LOG2E)))
 
     # .cu "for (int t = 0; t < tiles; ++t)": STAGES == 1: load, commit, wait_group<0>; else wait_group<STAGES - 2>,
@@ -413,8 +431,8 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     for t in range(tiles):
         key0 = t * MMA_BN
         if stages == 1:
-            _mma_load_rows(cp, 0, k, kg, a["k_ss"], key0, k_len, d, MMA_BN)
-            _mma_load_rows(cp, tile_bytes, v, vg, a["v_ss"], key0, k_len, d, MMA_BN)
+            _mma_load_rows(cp, 0, k, kg, a["k_ss"], key0, k_len, d, MMA_BN, threads)
+            _mma_load_rows(cp, tile_bytes, v, vg, a["v_ss"], key0, k_len, d, MMA_BN, threads)
             cp.commit()
             cp.wait(0)
         else:
@@ -422,13 +440,14 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
             nxt = t + stages - 1
             if nxt < tiles:
                 refill = (nxt % stages) * stage_bytes
-                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN)
-                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN)
+                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
             cp.commit()
         ks = (t % stages) * stage_bytes
         active = np.full(MMA_WARPS, True) if not causal else key0 <= warp_last
         mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
-        o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, ks, ks + tile_bytes, key0, row_g, k_len, scale_log2, d,
+        o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, q_smem if q_own else None, ks, ks + tile_bytes, key0,
+                                 row_g, k_len, scale_log2, d,
                                  causal, mask, dtype)
         keep = active[:, None, None]
         o = np.where(active[:, None, None, None], o2, o)  # a skipped warp's state is untouched
@@ -473,10 +492,11 @@ def _memory(bits, layout: str):
 
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
-                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd"):
+                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
-    batch), the strides of the arrays, group = heads / kv_heads)."""
+    batch), the strides of the arrays, group = heads / kv_heads); ``pieces``: its MW (default the record's at
+    this head dim: 2 at 64, 1 at 128)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -489,7 +509,8 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     a["lse"] = np.full(batch * heads * q_len, np.nan)
     grid = (-(-q_len // MMA_BM), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
-        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies)
+        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies,
+                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d))
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]
