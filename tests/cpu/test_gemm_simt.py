@@ -71,6 +71,17 @@ def test_compiles_with_its_instructions_and_no_spill(arch, cfg):
     assert int(re.search(r"SHARED:(\d+)", usage).group(1)) <= min(1024, cfg.record.smem_reserve), usage
 
 
+@pytest.mark.parametrize("tile, layouts", matmul.KERNELS["simt"].layout_tiles, ids=lambda x: str(x))
+@pytest.mark.parametrize("align", ALIGNS)
+def test_the_wide_tiles_keep_no_stack_in_the_layouts_that_take_them(tile, layouts, align):
+    """The default gives 128 x 256 / 256 x 128 to these layouts at any alignment: 128 accumulators a thread
+    beside the copies' registers, so each must still compile without local memory (sm_90a, 4 stages)."""
+    for a_mn, b_mn in layouts:
+        cfg = GemmConfig("simt", "float32", "float32", tile, 4, a_mn, b_mn, align)
+        usage = matmul.build.disassemble(cfg.compile("sm_90a").cubin, what="--dump-resource-usage")
+        assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), (cfg.name_expression(), usage)
+
+
 def test_name_expression_and_shared_memory_of_a_configuration():
     cfg = GemmConfig("simt", "float32", "bfloat16", (128, 128), 3, False, True, 8)
     assert cfg.name_expression() == "gemm_simt<float, __nv_bfloat16, 128, 128, 3, 0, 1, 8>"
