@@ -204,7 +204,7 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds:
     """Prepare, time and finish every case in order; a line of progress per case. ``rounds`` > 1: prepare
     them all, then time them in turn, round after round (the reps split over the rounds, one more warm-up
     run at each case's turn; at most one round per rep), so that a clock that drifts as the GPU warms weighs on
-    every case alike. ``settle_s``: the first case's work run that long first (:func:`settle`), rounds only."""
+    every case alike. ``settle_s``: the first case's work run that long first (:func:`settle`)."""
     if rounds > 1:
         return _sweep_rounds(cases, stream, warmup=warmup, reps=reps, rounds=rounds, progress=progress,
                              settle_s=settle_s)
@@ -218,6 +218,9 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds:
             except Skip as why:
                 progress(f"{head}: skipped ({why})")
                 continue
+            if settle_s > 0 and not out:  # the first case that runs, before its timing
+                calls = settle(lambda r, run=case.run, p=case.points[0]: run(p, r), stream, settle_s)
+                progress(f"settled the clock: {calls} runs of {case.label} in {settle_s:.1f} s")
             got = {p: time_ms(lambda r, p=p, run=case.run: run(p, r), stream, warmup=warmup, reps=reps)
                    for p in case.points}
             case.verify()

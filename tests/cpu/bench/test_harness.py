@@ -311,3 +311,7 @@ def test_settling_runs_the_first_case_alone_before_the_rounds(monkeypatch):
     order.clear()
     harness.sweep(cases, Stream(), warmup=1, reps=2, rounds=2, progress=lines.append)
     assert order == ["a", "b", "a", "b"]  # no settling unless asked
+    order.clear()
+    harness.sweep(cases, Stream(), warmup=1, reps=2, rounds=1, progress=lines.append, settle_s=0.05)
+    settled = order.index("b") - 1  # one case after the other: the first settles, then is timed
+    assert settled >= 4 and set(order[:settled]) == {"a"} and order[settled:] == ["a", "b"]
