@@ -74,9 +74,11 @@ class AttentionKernel:
         c = consumers or self.consumers_for(head_dim)
         return (64 * c if c else self.tile[0], keys or self.tile[1])
 
-    def threads_for(self, head_dim: int, consumers: int | None = None) -> int:
+    def threads_for(self, head_dim: int, consumers: int | None = None, pieces: int | None = None) -> int:
+        """Threads a block: a producer and ``consumers`` warpgroups, or (mma) the record's warps over the row
+        pieces a warp owns (``pieces``, default the record's at this head dim)."""
         c = consumers or self.consumers_for(head_dim)
-        return 128 * (c + 1) if c else self.threads // self.pieces_for(head_dim)
+        return 128 * (c + 1) if c else self.threads // (pieces or self.pieces_for(head_dim))
 
     def stage_bytes(self, head_dim: int, itemsize: int = 2, keys: int | None = None) -> int:
         """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel with 16 rows a warp
@@ -184,10 +186,7 @@ class AttentionConfig:
 
     @property
     def threads(self) -> int:
-        """Threads a block: the record's, or fewer warps for the mma kernel built with 32 rows a warp."""
-        if self.kernel == "mma":
-            return self.record.threads // self.mma_pieces
-        return self.record.threads_for(self.head_dim, self.consumers)
+        return self.record.threads_for(self.head_dim, self.consumers, self._pieces)
 
     def name_expression(self) -> str:
         return f"{self.record.template}<{_STORAGE[self.dtype]}, {self.head_dim}, {self.stages}, {int(self.causal)}>"
@@ -195,15 +194,18 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
-        pieces = self.mma_pieces if self.kernel == "mma" else None
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers, pieces))
+                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces))
 
     @property
     def mma_pieces(self) -> int:
         """The mma kernel's m16 row pieces a warp: the knob where a variant sets it, else the record's."""
         knob = dict(self.defines).get(MMA_MW_KNOB)
         return int(knob) if knob is not None and int(knob) > 0 else self.record.pieces_for(self.head_dim)
+
+    @property
+    def _pieces(self) -> int | None:
+        return self.mma_pieces if self.kernel == "mma" else None
 
     def compile(self, arch: str | None = None) -> build.Module:
         rec = self.record

@@ -199,6 +199,11 @@ def settle(run: Callable[[int], None], stream, seconds: float) -> int:
     return calls
 
 
+def _settle_on(case: Case, stream, seconds: float, progress: Callable[[str], None]) -> None:
+    calls = settle(lambda i: case.run(case.points[0], i), stream, seconds)
+    progress(f"settled the clock: {calls} runs of {case.label} in {seconds:.1f} s")
+
+
 def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds: int = 1,
           progress: Callable[[str], None] = default_progress, settle_s: float = 0.0) -> list[Timed]:
     """Prepare, time and finish every case in order; a line of progress per case. ``rounds`` > 1: prepare
@@ -219,8 +224,7 @@ def sweep(cases: list[Case], stream, *, warmup: int = 3, reps: int = 20, rounds:
                 progress(f"{head}: skipped ({why})")
                 continue
             if settle_s > 0 and not out:  # the first case that runs, before its timing
-                calls = settle(lambda r, run=case.run, p=case.points[0]: run(p, r), stream, settle_s)
-                progress(f"settled the clock: {calls} runs of {case.label} in {settle_s:.1f} s")
+                _settle_on(case, stream, settle_s, progress)
             got = {p: time_ms(lambda r, p=p, run=case.run: run(p, r), stream, warmup=warmup, reps=reps)
                    for p in case.points}
             case.verify()
@@ -251,9 +255,7 @@ def _sweep_rounds(cases: list[Case], stream, *, warmup: int, reps: int, rounds: 
             progress(f"{head}: ready")
         got = {id(c): {p: [] for p in c.points} for c in ready}
         if settle_s > 0 and ready:
-            first = ready[0]
-            calls = settle(lambda i: first.run(first.points[0], i), stream, settle_s)
-            progress(f"settled the clock: {calls} runs of {first.label} in {settle_s:.1f} s")
+            _settle_on(ready[0], stream, settle_s, progress)
         rounds = min(rounds, reps)
         for r in range(rounds):
             t0 = time.perf_counter()

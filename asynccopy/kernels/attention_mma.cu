@@ -11,8 +11,8 @@
 // How: one block of 256 threads (8 warps; 128 threads, 4 warps, with MW = 2) per BM = 128 queries of one
 // (batch, head): grid (query tiles, heads, batch), causal ones the longest first (asynccopy/attention.cuh).
 // Each warp owns 16 query rows (MW = 1: one m16 of both products; MW = 2: 32 rows, two m16 pieces; the
-// launch passes MW: asynccopy.attention_kernels builds head dim 64 with 2, 128 with 1). Why 128 x 8 warps and not 64 x 4: a thread's registers
-// are the same either way (they depend on the 16 rows a warp owns), the registers allow 8 warps an SM
+// launch passes MW: asynccopy.attention_kernels builds head dim 64 with 2, 128 with 1). Why, at 16 rows a
+// warp, 128 x 8 warps and not 64 x 4: a thread's registers are the same either way (they depend on the 16 rows a warp owns), the registers allow 8 warps an SM
 // either way at D = 128, and a K/V tile in shared memory then serves 128 queries instead of 64: half the
 // global and L2 traffic per product.
 //   Q: its [BM][D] tile is copied once (cp.async, zero-filled past q_len) into the last stage's buffer,
@@ -154,6 +154,16 @@ struct RowState {
     float sum[2];
 };
 
+// The mma A fragment of Q's row piece `piece` (rows 16 piece ..) at k step kk, from Q's [BM][D] tile at qs:
+// matrices (rows +0, d +0), (rows +8, d +0), (rows +0, d +8), (rows +8, d +8) = a0..a3, so lane 8 mat + r
+// addresses row 16 piece + 8 (mat & 1) + r, dim 16 kk + 8 (mat >> 1).
+template <int D>
+__device__ __forceinline__ void load_q_fragment(unsigned (&a)[4], const unsigned char* qs, int piece, int kk)
+{
+    const int lane = static_cast<int>(threadIdx.x) % 32, mat = lane / 8, r = lane % 8;
+    ac::ldmatrix_x4(a, qs + swizzled<2 * D>(16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))));
+}
+
 // One key tile (keys key0 .. key0 + BN - 1, K and V tiles at ks, vs) folded into O and the row state.
 // MASK: some key of the tile is >= k_len or (CAUSAL) past some row of the warp.
 // With MW = 2 every K and V fragment serves both row pieces (o[i], st[i], qf[i]: rows row_g + 16 i, + 8).
@@ -189,9 +199,8 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
         unsigned qa[MW][4];
 #pragma unroll
         for (int i = 0; i < MW; ++i) {
-            if constexpr (Q_SMEM) {  // the A fragment of piece i at k step kk, as the main body reads it
-                ac::ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1) + r,
-                                                                2 * (16 * kk + 8 * (mat >> 1))));
+            if constexpr (Q_SMEM) {
+                load_q_fragment<D>(qa[i], qs, MW * warp + i, kk);
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) qa[i][e] = qf[i][kk][e];
@@ -338,20 +347,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    const int mat = lane / 8, r = lane % 8;
     // Q's group is the oldest: all but the newest STAGES - 1 landed means it did; the barrier makes every
-    // thread's copies visible. The A fragment of k step kk: matrices (rows +0, d +0), (rows +8, d +0),
-    // (rows +0, d +8), (rows +8, d +8) = a0..a3, so lane 8 mat + r addresses row 16 (MW warp + i) + 8 (mat & 1)
-    // + r of piece i, dim 16 kk + 8 (mat >> 1).
+    // thread's copies visible. With 16 rows a warp Q's fragments go to registers here (with 32, attend()
+    // reads them from Q's own shared memory at every k step).
     ac::wait_group<STAGES - 1>();
     __syncthreads();
     unsigned qf[MW][D / 16][4] = {};
 #pragma unroll
     for (int i = 0; i < MW; ++i)
 #pragma unroll
-        for (int kk = 0; kk < D / 16 && !Q_SMEM; ++kk)
-            ac::ldmatrix_x4(qf[i][kk], q_smem + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1) + r,
-                                                                    2 * (16 * kk + 8 * (mat >> 1))));
+        for (int kk = 0; kk < D / 16 && !Q_SMEM; ++kk) load_q_fragment<D>(qf[i][kk], q_smem, MW * warp + i, kk);
     if constexpr (STAGES == 1) __syncthreads();  // every warp has Q before tile 0 overwrites it
 
     float o[MW][D / 8][4];
