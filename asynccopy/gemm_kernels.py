@@ -47,6 +47,7 @@ class GemmKernel:
     max_stages_default: int = 8
     narrow_tiles: tuple[tuple[int, int], ...] | None = None  # the tiles it takes under 16-byte alignment
     split_k: bool = False  # can split k into work units (a persistent kernel's f32 partials, summed after)
+    stream_k: bool = False  # can share the last tiles' k-blocks among all blocks (stream_k_plan)
     ceiling: str | None = None  # the instruction whose measured peak bounds it (bench.peaks), if not wgmma's
     # per tile (in the order of `tiles`): its speed relative to the widest when every SM has one (the tile
     # choice weighs it against the idle SMs of a last wave), and its stage count (None: as many as fit)
@@ -115,7 +116,8 @@ KERNELS: dict[str, GemmKernel] = {
                    "warpgroups on full/empty mbarriers, persistent grid in L2-friendly tile order",
                    "gemm_wgmma.cu", "gemm_wgmma", (9, 0), ("bfloat16", "float16"), ((128, 64), (128, 128), (128, 256)),
                    64, ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
-                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, tile_speed=(0.57, 0.8, 1.0), tile_stages=(8, 6, 3),
+                   epilogue_bytes=2 * 2 * 64 * 128, split_k=True, stream_k=True, tile_speed=(0.57, 0.8, 1.0),
+                   tile_stages=(8, 6, 3),
                    # H200, 2026-12-02, % of cuBLAS, unpaired 3 stages -> paired 4: 3000x5000x7000 69 -> 93,
                    # 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; B on 128-byte lines: 6144^3 100 -> 98, 3072x5120x7000 94 -> 94
                    paired_b=((128, 256), 4)),
@@ -153,6 +155,7 @@ class GemmConfig:
     defines: tuple[tuple[str, object], ...] = ()  # the kernel's compile-time knobs (-D), for measuring variants
     splits: int = 1  # k split into this many ranges, each a work unit (split_k kernels; gemm_splitk.cu sums them)
     l2_promotion: str = "none"  # the operand maps' L2 promotion (TMA kernels): none, 64B, 128B, 256B
+    stream_k: bool = False  # the last tiles' k-blocks shared among all blocks (stream_k_plan; one split, no cluster)
 
     @property
     def record(self) -> GemmKernel:
@@ -199,6 +202,54 @@ def split_count(tiles: int, k_blocks: int, sms: int) -> int:
     if 4 * tiles > sms:
         return 1
     return max(1, min(sms // max(tiles, 1), k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLITS))
+
+
+MIN_STREAM_K_BLOCKS = 4  # k-blocks a block's share of a stream-K region holds at least
+MAX_STREAM_K_PIECES = 8  # pieces a tile is cut into at most where every tile is shared (fewer tiles than SMs)
+# k-blocks a block must save for stream-K to pay: its extra pieces' epilogues and the partials' round trip cost
+# about 16 (H200, 128 x 256 tiles, % of cuBLAS without -> with: 4096^3 saving 8 k-blocks 93 -> 90,
+# 16384x1024x8192 saving 16 92 -> 92, 8192^3 saving 62 95 -> 98, 16384^3 saving 240 92 -> 95)
+MIN_STREAM_K_SAVING = 24
+
+
+def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
+    """(tiles of the stream-K region, blocks of the grid) for a persistent kernel on ``sms`` SMs.
+
+    With more tiles than SMs the whole waves stay whole tiles and the rest (the last wave's) are shared out,
+    so no SM idles at the end; where that rest is under half the SMs one more wave joins it, so that a tile
+    is cut into two pieces at most (a block then holds one to one and a half tiles' k-blocks). With fewer tiles
+    than SMs every tile is shared, by up to MAX_STREAM_K_PIECES blocks each. A block's share holds at least
+    MIN_STREAM_K_BLOCKS k-blocks; (0, blocks) where stream-K has nothing to share. Whether it pays is
+    stream_k_pays'."""
+    if tiles > sms:
+        rest = tiles % sms
+        region = rest if 2 * rest >= sms else rest + sms
+        return (0, sms) if rest == 0 or region * k_blocks < MIN_STREAM_K_BLOCKS * sms else (region, sms)
+    grid = min(sms, tiles * MAX_STREAM_K_PIECES, tiles * k_blocks // MIN_STREAM_K_BLOCKS)
+    return (tiles, grid) if grid > tiles else (0, max(tiles, 1))
+
+
+def stream_k_pays(tiles: int, k_blocks: int, sms: int) -> bool:
+    """Whether sharing out the last wave (more tiles than SMs) is the default: each block saves
+    k_blocks x (1 - rest / sms) k-blocks of the last wave's idle time, which must reach MIN_STREAM_K_SAVING."""
+    return (tiles > sms and stream_k_plan(tiles, k_blocks, sms)[0] > 0
+            and k_blocks * (sms - tiles % sms) >= MIN_STREAM_K_SAVING * sms)
+
+
+def stream_k_pieces(k_blocks: int, sk_tiles: int, grid: int) -> list[list[tuple[int, int, int]]]:
+    """Each block's stream-K pieces (tile of the region, first k-block, end k-block), as gemm_wgmma.cu's
+    Schedule walks them (asynccopy/gemm.cuh, stream_k_begin): for tests and the model."""
+    out = []
+    for b in range(grid):
+        at, hi = b * sk_tiles * k_blocks // grid, (b + 1) * sk_tiles * k_blocks // grid
+        pieces = []
+        while at < hi:
+            j = at // k_blocks
+            end = min(hi - j * k_blocks, k_blocks)
+            pieces.append((j, at - j * k_blocks, end))
+            at = j * k_blocks + end
+        out.append(pieces)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

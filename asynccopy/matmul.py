@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import arrays, build, device
+from . import arrays, build, device, workspace
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
 from .gemm_kernels import (
@@ -29,11 +29,13 @@ from .gemm_kernels import (
     GemmKernel,
     itemsize,
     split_count,
+    stream_k_pays,
+    stream_k_plan,
 )
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 __all__ = ["DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
-           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "why_not"]
+           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_pays", "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -134,6 +136,10 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     if rec.pairs_share_b((bm, bn), a, b, splits):
         paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
         cfg = replace(cfg, stages=paired, defines=PAIRED)
+    elif rec.stream_k and splits == 1:
+        # the last wave's tiles shared out, where the SMs they leave idle cost more than the sharing
+        cfg = replace(cfg, stream_k=stream_k_pays(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk),
+                                                  facts.sm_count))
     return cfg
 
 
@@ -272,10 +278,15 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     pairs = tiles_m * -(-tiles_n // cluster) if not share_b else -(-tiles_m // cluster) * tiles_n
     units = pairs * splits  # tiles (pairs of them in clusters of 2) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
-    args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits))
+    grid, sk_tiles, flags, partials = max(1, min(units, facts.sm_count)), 0, 0, 0
+    if cfg.stream_k and cluster == 1 and splits == 1:
+        sk_tiles, grid = stream_k_plan(units, -(-k // rec.bk), facts.sm_count)
+        if sk_tiles:  # each block's two consumers' f32 accumulators, for a contributor's piece
+            flags, partials = workspace.stream_k(facts.device_id, stream, 4 * grid * bm * bn)
+    args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits),
+            np.int32(sk_tiles), partials, flags)
     if cluster == 1:
-        build.launch(kernel, *args, grid=max(1, min(units, facts.sm_count)), block=rec.threads, stream=stream,
-                     shmem=kcfg.smem_bytes)
+        build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes)
     else:  # the grid counts clusters: as many as can be resident at once, at most one per unit
         from . import cluster as clusters
 

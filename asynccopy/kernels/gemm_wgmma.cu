@@ -16,8 +16,11 @@
 // the producer already loads the next tile.
 // Split k (splits > 1, for shapes of fewer tiles than SMs): a work unit is one tile's share of the k-
 // blocks; C is then an f32 workspace [splits][m][ldc] (OutT = float, ALIGN = 8: ordinary stores, which
-// compute-sanitizer's initcheck counts as writes, unlike TMA stores) that gemm_splitk.cu sums into C. setmaxnreg moves registers from the producer (40) to the
-// consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
+// compute-sanitizer's initcheck counts as writes, unlike TMA stores) that gemm_splitk.cu sums into C.
+// Stream-K (sk_tiles > 0, one split, no cluster): the last sk_tiles tiles' k-blocks are shared out among all
+// blocks after their whole tiles (Schedule; asynccopy/gemm.cuh); a piece that starts inside a tile leaves its f32
+// accumulators in `partials` under a flag, which the tile's owner waits for and adds in before it stores.
+// setmaxnreg moves registers from the producer (40) to the consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
 // blocks share A and B tiles in L2.
 // Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
 //   A: A_MN = 0: [BM][BK]          (rows of 64 k = 128 bytes)
@@ -160,6 +163,109 @@ __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int t
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
 }
 
+// One piece of a block's work: output tile (tm, tn), its k-blocks [kb0, kb1), the split of k it belongs to
+// (its f32 partials' slice of C's workspace) and, for a tile of the stream-K region, the tile's index in it
+// (sk < 0 elsewhere).
+struct Piece {
+    int tm, tn, kb0, kb1, split, sk;
+};
+
+// The pieces of one block (cluster) in turn, the same walk for its producer and its consumers: first its
+// data-parallel units (u = first, first + step, ... of the tiles before the stream-K region, times the
+// splits of k), then its share of the stream-K region, the last sk_tiles tiles of the grouped order
+// (asynccopy/gemm.cuh, stream_k_begin; sk_tiles > 0 only with CLUSTER 1 and one split).
+struct Schedule {
+    int u, step, dp_units, tiles, rows, cols, splits, k_blocks, rank, dp_tiles;
+    int sk_j, sk_kb, sk_left;  // where this block's stream-K share goes on (tile of the region, k-block), and its rest
+
+    __device__ __forceinline__ Schedule(int first, int step_, int tiles_, int rows_, int cols_, int splits_,
+                                        int k_blocks_, int sk_tiles, int rank_)
+        : u(first), step(step_), dp_units((tiles_ - sk_tiles) * splits_), tiles(tiles_), rows(rows_), cols(cols_),
+          splits(splits_), k_blocks(k_blocks_), rank(rank_), dp_tiles(tiles_ - sk_tiles)
+    {
+        const long long at = ac::stream_k_begin(first, step_, sk_tiles, k_blocks_);
+        sk_j = static_cast<int>(at / k_blocks_);
+        sk_kb = static_cast<int>(at - static_cast<long long>(sk_j) * k_blocks_);
+        // a share is at most max(1.5 tiles, a tile / MAX_STREAM_K_PIECES ...) of k-blocks: an int
+        sk_left = static_cast<int>(ac::stream_k_begin(first + 1, step_, sk_tiles, k_blocks_) - at);
+    }
+
+    __device__ __forceinline__ bool next(Piece& p)
+    {
+        if (u < dp_units) {
+            unit_coords(u, tiles, rows, cols, splits, k_blocks, p.tm, p.tn, p.kb0, p.kb1, rank);
+            p.split = u / tiles;
+            p.sk = -1;
+            u += step;
+            return true;
+        }
+        if (sk_left <= 0) return false;
+        int kb0, kb1;
+        unit_coords(dp_tiles + sk_j, tiles, rows, cols, 1, k_blocks, p.tm, p.tn, kb0, kb1, rank);
+        p.kb0 = sk_kb;
+        p.kb1 = k_blocks - sk_kb < sk_left ? k_blocks : sk_kb + sk_left;
+        p.split = 0;
+        p.sk = sk_j;
+        sk_left -= p.kb1 - p.kb0;
+        sk_kb = 0;
+        ++sk_j;
+        return true;
+    }
+};
+
+// A stream-K piece that is not a whole tile, at the end of its products: a contributor (its piece starts
+// inside the tile) writes warpgroup w's accumulators to its own slot of `partials` and raises its flag, and
+// returns false (nothing to store); the owner adds in the slot of every contributor of its tile (the blocks
+// after it whose ranges start inside the tile), each once its flag is up, lowers the flags for the next
+// launch, and returns true. A slot is [BN / 8][128 threads][4] floats: each warp's float4 stores coalesce.
+template <int BN>
+__device__ __forceinline__ bool stream_k_fixup(float (&acc)[BN / 2], const Piece& p, float* partials, int* flags,
+                                               int sk_tiles, int k_blocks, int w, int t)
+{
+    constexpr int SLOT = 64 * BN;  // floats of one warpgroup's 64 x BN accumulators
+    if (p.kb0 > 0) {
+        float4* mine = reinterpret_cast<float4*>(partials + (static_cast<long long>(blockIdx.x) * CONSUMERS + w) * SLOT);
+#pragma unroll
+        for (int i = 0; i < BN / 2; i += 4)
+            __stcg(mine + (i / 4) * 128 + t, make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]));
+        ac::named_barrier_sync(1 + w, 128);  // the warpgroup's partials are written before its flag goes up
+        if (t == 0) ac::flag_release(flags + blockIdx.x * CONSUMERS + w, 1);
+        return false;
+    }
+    const long long end = static_cast<long long>(p.sk + 1) * k_blocks;
+    for (int b = blockIdx.x + 1; b < static_cast<int>(gridDim.x); ++b) {
+        const long long lo = ac::stream_k_begin(b, gridDim.x, sk_tiles, k_blocks);
+        if (lo >= end) break;
+        if (ac::stream_k_begin(b + 1, gridDim.x, sk_tiles, k_blocks) == lo) continue;  // an empty range
+        int* flag = flags + b * CONSUMERS + w;
+        if (t == 0) {
+            ac::bounded_wait([&] { return ac::flag_acquire(flag) != 0; }, {"gemm_wgmma", "stream_k flag", b},
+                             ac::NO_PARITY);
+            *flag = 0;  // read by no one else in this launch; the next one finds it down
+        }
+        ac::named_barrier_sync(1 + w, 128);  // thread 0 saw the flag: the slot is complete
+        const float4* theirs = reinterpret_cast<const float4*>(partials + (static_cast<long long>(b) * CONSUMERS + w) * SLOT);
+#pragma unroll
+        for (int i = 0; i < BN / 2; i += 4) {
+            const float4 v = __ldcg(theirs + (i / 4) * 128 + t);
+            acc[i] += v.x;
+            acc[i + 1] += v.y;
+            acc[i + 2] += v.z;
+            acc[i + 3] += v.w;
+        }
+    }
+    return true;
+}
+
+// Whether this thread is its warp's lane 0, read afresh from %laneid at every use (volatile): a value the
+// consumers would otherwise hold in a register through the products, where they have none to spare.
+__device__ __forceinline__ bool lane_zero()
+{
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+    return lane == 0;
+}
+
 // A consumer warp hands stage s back: to its own block's producer and, in a cluster of two, to its pair's
 // (whose multicast writes into this block's stage s too): a remote arrive, release at CTA scope (no fence:
 // asynccopy/cluster.cuh says why).
@@ -175,7 +281,7 @@ template <class T, class OutT, int BM_, int BN, int STAGES, int A_MN, int B_MN, 
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemm_wgmma(const __grid_constant__ ac::TensorMap map_a, const __grid_constant__ ac::TensorMap map_b,
                const __grid_constant__ ac::TensorMap map_c, OutT* __restrict__ c, int m, int n, int k,
-               long long ldc, int splits)
+               long long ldc, int splits, int sk_tiles, float* __restrict__ partials, int* __restrict__ flags)
 {
     static_assert(BM_ == BM, "tiles of 128 rows: 64 per consumer warpgroup");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma tiles of 64, 128 or 256 columns");
@@ -211,7 +317,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     const int rows = SHARE_B ? (tiles_m + CLUSTER - 1) / CLUSTER : tiles_m;
     const int tiles = rows * cols;
     const int k_blocks = (k + BK - 1) / BK;
-    const int units = tiles * splits;  // work units: (split of k, output tile or pair), split-major
     const unsigned first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;  // this cluster's units, in turn
     const int warpgroup = threadIdx.x / 128;
 
@@ -222,10 +327,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         if (threadIdx.x < 32) {
             const bool issuer = threadIdx.x == 0;
             u64 it = 0;
-            for (int u = first; u < units; u += step) {
-                int tm, tn, kb0, kb1;
-                unit_coords(u, tiles, rows, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
-                for (int kb = kb0; kb < kb1; ++kb, ++it) {
+            Schedule work(first, step, tiles, rows, cols, splits, k_blocks, sk_tiles, rank);
+            for (Piece p; work.next(p);) {
+                const int tm = p.tm, tn = p.tn;
+                for (int kb = p.kb0; kb < p.kb1; ++kb, ++it) {
                     const int s = ac::stage_of<STAGES>(it);
                     __syncwarp();  // the lanes wait together, lane 0 back from its issues
                     // released by the consumers (with a pair's too, remotely)
@@ -289,17 +394,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // the consumers: warpgroup w = 0, 1 computes rows 64w .. 64w + 63 of each tile
     ac::setmaxnreg_inc<CONSUMER_REGS>();
     const int w = warpgroup - 1;
-    const int t = threadIdx.x % 128, lane = t % 32;
+    const int t = threadIdx.x % 128;
     // [CONSUMERS][2][64][128 bytes] OutT, 128B-swizzled: each consumer's two staging buffers of C for
     // the TMA stores, after the stages
     unsigned char* staging = reinterpret_cast<unsigned char*>(smem + STAGES * (A_ELEMS + B_ELEMS)) + w * 2 * EPI_BUF;
     float acc[BN / 2];
     u64 it = 0;
     unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
-    for (int u = first; u < units; u += step) {
-        int tm, tn, kb0, kb1;
-        unit_coords(u, tiles, rows, cols, splits, k_blocks, tm, tn, kb0, kb1, rank);
-        const int split = u / tiles;
+    Schedule work(first, step, tiles, rows, cols, splits, k_blocks, sk_tiles, rank);
+    for (Piece p; work.next(p);) {
+        const int tm = p.tm, tn = p.tn, kb0 = p.kb0, kb1 = p.kb1;
         int prev = -1;  // the stage whose wgmma group is still in flight
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
             const int s = ac::stage_of<STAGES>(it);
@@ -322,26 +426,30 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                 // one stage: the producer refills it only once these products have read it
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc);
-                if (lane == 0) release_stage(empty, s, rank);
+                if (lane_zero()) release_stage(empty, s, rank);
             } else {
                 // keep this slice's products in flight; the previous slice's are done, so its stage is free
                 ac::wgmma_wait<1>();
                 ac::accumulator_fence(acc);
-                if (prev >= 0 && lane == 0) release_stage(empty, prev, rank);
+                if (prev >= 0 && lane_zero()) release_stage(empty, prev, rank);
                 prev = s;
             }
         }
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc);
-        if (prev >= 0 && lane == 0) release_stage(empty, prev, rank);
+        if (prev >= 0 && lane_zero()) release_stage(empty, prev, rank);
         if constexpr (CLUSTER > 1) {
             if (tn >= tiles_n || tm >= tiles_m) continue;  // the second tile of an odd last pair: nothing to store
+        } else {
+            if (p.sk >= 0 && (kb0 > 0 || kb1 < k_blocks) &&
+                !stream_k_fixup<BN>(acc, p, partials, flags, sk_tiles, k_blocks, w, t))
+                continue;  // a contributor's piece: its owner stores the tile
         }
         const int row0 = tm * BM + 64 * w;
         if constexpr (ALIGN == 16)
             store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
         else
-            store_direct<OutT, BN, ALIGN>(acc, c + static_cast<long long>(split) * m * ldc, ldc, m, n, row0, tn * BN, t);
+            store_direct<OutT, BN, ALIGN>(acc, c + static_cast<long long>(p.split) * m * ldc, ldc, m, n, row0, tn * BN, t);
     }
     if constexpr (ALIGN == 16) {
         if (t == 0) ac::bulk_wait_group<0>();  // the staging buffers stay alive until the last store is done

@@ -206,3 +206,60 @@ def test_cluster_knobs_the_launch_cannot_take_are_named():
         _cluster_of(replace(base, splits=4, defines=matmul.PAIRED))
     with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_CLUSTER=4: clusters of 1 or 2 blocks"):
         _cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 4),)))
+
+
+def _stream_k_cases():
+    import random
+
+    rng = random.Random(7)
+    cases = [(2048, 128, 132), (512, 64, 132), (8192, 256, 132), (144, 11, 132), (9, 79, 132), (126, 5, 132),
+             (1, 1000, 132), (133, 4, 132)]
+    cases += [(rng.randint(1, 3000), rng.randint(1, 300), rng.choice((132, 114, 16, 7))) for _ in range(400)]
+    return cases
+
+
+def test_stream_k_pieces_cover_every_region_tile_once_owned_by_its_first_k_block():
+    """The stream-K schedule (the same walk as gemm_wgmma.cu's): every tile of the region is covered once, in
+    pieces of whole k-blocks; only a block's first piece starts inside a tile, and a tile's owner (the piece of
+    its first k-block) is the lowest of its blocks, so its contributors are the blocks after it whose shares
+    start inside it; pieces per tile stay bounded and shares hold MIN_STREAM_K_BLOCKS k-blocks or more."""
+    from asynccopy.gemm_kernels import MAX_STREAM_K_PIECES, MIN_STREAM_K_BLOCKS, stream_k_pieces, stream_k_plan
+
+    shared = 0
+    for tiles, kb, sms in _stream_k_cases():
+        region, grid = stream_k_plan(tiles, kb, sms)
+        assert 1 <= grid <= sms and region <= tiles
+        if region == 0:
+            continue
+        shared += 1
+        if tiles > sms:
+            assert grid == sms and (tiles - region) % sms == 0, "whole waves stay whole tiles"
+        pieces = stream_k_pieces(kb, region, grid)
+        cover: dict[int, list[tuple[int, int, int]]] = {j: [] for j in range(region)}
+        for b, share in enumerate(pieces):
+            assert sum(k1 - k0 for _, k0, k1 in share) >= MIN_STREAM_K_BLOCKS
+            for i, (j, k0, k1) in enumerate(share):
+                assert 0 <= k0 < k1 <= kb and (i == 0 or k0 == 0)
+                cover[j].append((k0, k1, b))
+        begins = [b * region * kb // grid for b in range(grid + 1)]
+        for j, parts in cover.items():
+            parts.sort()
+            assert parts[0][0] == 0 and parts[-1][1] == kb
+            assert all(x[1] == y[0] for x, y in zip(parts, parts[1:])), f"tile {j}: gaps or overlaps {parts}"
+            owner = parts[0][2]
+            assert owner == min(b for _, _, b in parts)
+            inside = [b for b in range(owner + 1, grid) if j * kb < begins[b] < (j + 1) * kb and begins[b + 1] > begins[b]]
+            assert sorted(b for _, _, b in parts[1:]) == inside
+            assert len(parts) <= (3 if tiles > sms else MAX_STREAM_K_PIECES + 1)
+    assert shared > 100
+
+
+def test_stream_k_is_the_default_where_the_last_wave_leaves_enough_idle():
+    # the H200 figures the rule was set on (128 x 256 tiles, 132 SMs): tiles, k-blocks -> stream-K or not
+    assert matmul.stream_k_pays(2048, 128, 132) and matmul.stream_k_pays(8192, 256, 132)  # 8192^3, 16384^3
+    assert not matmul.stream_k_pays(512, 64, 132)  # 4096^3: 8 k-blocks saved, 93 -> 90% of cuBLAS
+    assert not matmul.stream_k_pays(512, 128, 132)  # 16384x1024x8192: 16 saved, no change
+    assert not matmul.stream_k_pays(264, 1000, 132) and not matmul.stream_k_pays(100, 1000, 132)  # no last wave
+    big, small = _m(8192, 8192), _m(4096, 4096)
+    assert matmul.configure(big, big, "bfloat16", H200).stream_k
+    assert not matmul.configure(small, small, "bfloat16", H200).stream_k

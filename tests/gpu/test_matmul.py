@@ -239,3 +239,58 @@ def test_the_four_warp_mma_variant_computes_the_same_product(torch, facts, shape
     assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
     ref = ha @ hb
     assert np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-30) < TOL["float16"]
+
+
+# (m, k, n, tile): more tiles than SMs with a last wave's rest under and over half the SMs (a wave joins the
+# region, or the rest alone), fewer tiles than SMs (every tile shared, up to 8 pieces), and a region of short
+# shares (5 k-blocks per tile)
+STREAM_K_SHAPES = [(1000, 640, 2200, (128, 64)), (2100, 3000, 2000, (128, 128)), (1100, 700, 1000, (128, 64)),
+                   (300, 5000, 700, (128, 256)), (129, 300, 4000, (128, 64))]
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("m, k, n, tile", STREAM_K_SHAPES)
+@pytest.mark.parametrize("a_mn, b_mn", [(False, True), (True, False)])
+@pytest.mark.parametrize("out_dtype, ldc_pad", [("bfloat16", 0), ("float32", 3)])  # C by TMA, and from registers
+def test_stream_k_computes_the_same_product(torch, facts, m, k, n, tile, a_mn, b_mn, out_dtype, ldc_pad):
+    """The last tiles' k-blocks shared among all blocks: contributors' partials added in by each tile's owner.
+    Two products in a row on one stream: the flags the first raised are down for the second."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    tiles = -(-m // tile[0]) * -(-n // tile[1])
+    assert matmul.stream_k_plan(tiles, -(-k // 64), facts.sm_count)[0] > 0 or facts.sm_count != 132
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    for _ in range(2):
+        a, ha = _operand(torch, m, k, a_mn, torch.bfloat16)
+        b, hb = _operand(torch, k, n, not b_mn, torch.bfloat16)
+        store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+        cfg = replace(matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=tile), stream_k=True, splits=1,
+                      defines=())
+        matmul.launch(cfg, ma, mb, store.data_ptr(), n + ldc_pad, stream=stream, facts=facts)
+        c = store[:, :n].double().cpu().numpy()
+        assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+        ref = ha @ hb
+        assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL[out_dtype]
+
+
+@pytest.mark.cc(9, 0)
+def test_the_default_shares_a_last_wave_out_on_a_side_stream(torch, facts):
+    """More tiles than SMs and a partial last wave: gemm's default configuration is stream-K, and the product
+    on a side stream (its own workspace) is right."""
+    m, k, n = 2000, 2048, 2200  # 288 tiles of 128 x 128: 24 over two waves
+    a, ha = _operand(torch, m, k, False, torch.bfloat16)
+    b, hb = _operand(torch, k, n, False, torch.bfloat16)
+    ma, mb = (matmul.matrix(x, "x", stream=asynccopy.arrays.resolve_stream(None, x)) for x in (a, b))
+    cfg = matmul.configure(ma, mb, "bfloat16", facts)
+    tiles = -(-m // cfg.tile[0]) * -(-n // cfg.tile[1])
+    assert cfg.stream_k == (matmul.stream_k_pays(tiles, -(-k // 64), facts.sm_count) and not cfg.defines)
+    assert cfg.stream_k or facts.sm_count != 132
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        c = asynccopy.gemm(a, b)
+    side.synchronize()
+    ref = ha @ hb
+    assert np.linalg.norm(c.double().cpu().numpy() - ref) / np.linalg.norm(ref) < TOL["bfloat16"]

@@ -212,3 +212,29 @@ def test_attention(cupy, facts, kernel, causal, d):
     out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
     attention(q, k, v, out=out, causal=causal, kernel=kernel, stages=2)
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
+
+
+@pytest.mark.parametrize("m, n, k", [(1100, 1000, 200), (200, 304, 2000)], ids=["rest_and_a_wave", "few_tiles"])
+def test_gemm_stream_k(cupy, facts, m, n, k):
+    """gemm_wgmma sharing the last tiles' k-blocks among all blocks: contributors' partials and flags, the
+    owners' waits and sums (144 tiles of 128 x 64, all in the region; and 4 tiles of 128 x 256 in 8 pieces)."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    from asynccopy import matmul
+
+    require_cc(facts, (9, 0))
+    rng = np.random.default_rng(m)
+    a = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
+    b = cupy.asarray(rng.standard_normal((k, n)).astype(np.float16))
+    out = cupy.full((m, n), np.nan, dtype=np.float32)
+    stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    tile = (128, 64) if m > 1000 else (128, 256)
+    cfg = replace(matmul.configure(ma, mb, "float32", facts, kernel="wgmma", tile=tile, stages=2), stream_k=True,
+                  splits=1, defines=())
+    matmul.launch(cfg, ma, mb, out.data.ptr, n, stream=stream, facts=facts)
+    stream.sync()
+    ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
+    assert np.abs(cupy.asnumpy(out) - ref).max() < 1e-3 * np.abs(ref).max()

@@ -6,6 +6,10 @@
 // grouped_tile<G>(...)      output tile `tile` of a tiles_m x tiles_n grid when tiles are visited in
 //                           groups of G tile-rows, column by column inside a group: blocks that run
 //                           together share their A rows and B columns in L2
+// stream_k_begin(b, ...)    where worker b's share of a stream-K region starts, in k-blocks (below)
+// flag_release(p, v)        *p = v, release at GPU scope: the block's writes before it (a barrier
+//                           away) are visible to a thread that acquires v
+// flag_acquire(p)           *p, acquire at GPU scope (pairs with flag_release)
 // Use: #include <asynccopy/gemm.cuh> (sm_80+).
 #pragma once
 
@@ -45,6 +49,29 @@ __device__ __forceinline__ void grouped_tile(int tile, int tiles_m, int tiles_n,
     const int in_group = tile % per_group;
     tm = first_m + in_group % size_m;
     tn = in_group / size_m;
+}
+
+// Stream-K (Osama et al., PPoPP 2023): instead of a last wave of whole tiles that leaves SMs idle, the
+// k-blocks of a region of `sk_tiles` tiles (sk_tiles x k_blocks of them, tile after tile) are shared out in
+// near-equal ranges among `workers`: worker b takes [stream_k_begin(b), stream_k_begin(b + 1)), cut at tile
+// boundaries into pieces. A piece that holds a tile's first k-block is its owner's; one that starts inside a
+// tile (only a worker's first piece can) is a contributor's, whose partial sums the owner adds in. The
+// contributors of a tile are the workers after its owner whose ranges start inside it.
+__device__ __forceinline__ long long stream_k_begin(int b, int workers, int sk_tiles, int k_blocks)
+{
+    return static_cast<long long>(b) * sk_tiles * k_blocks / workers;
+}
+
+__device__ __forceinline__ void flag_release(int* p, int v)
+{
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int flag_acquire(const int* p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
 }
 
 }  // namespace asynccopy

@@ -1,0 +1,41 @@
+"""Scratch memory a kernel keeps between launches, one block of it per (device, stream), as cuBLAS keeps its
+workspaces (PyTorch holds one per handle and stream): gemm_wgmma's stream-K flags and partial sums.
+
+Kept per stream because two launches that run at once must not share it; launches on one stream are ordered,
+so each finds the previous one's flags lowered again (the kernel lowers every flag it raises). A new or
+larger block is zeroed on the stream before its first use. ``clear()`` hands them all back."""
+
+from __future__ import annotations
+
+from . import device
+
+FLAG_BYTES = 4 * 4096  # the flags' region, first in the block: 4-byte flags, two a block of a grid up to 2048
+
+
+_blocks: dict[tuple[int, int], object] = {}
+
+
+def stream_k(device_id: int, stream, partial_bytes: int) -> tuple[int, int]:
+    """(flags, partials): device pointers to the zeroed flags and to ``partial_bytes`` of partial sums, in the
+    block this stream keeps on this device (made, or grown, on the stream)."""
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    key = (device_id, int(stream.handle))
+    need = FLAG_BYTES + partial_bytes
+    buf = _blocks.get(key)
+    if buf is None or buf.size < need:
+        new = Device(device_id).allocate(need, stream=stream)
+        device.check_driver(driver.cuMemsetD32Async(int(new.handle), 0, FLAG_BYTES // 4, int(stream.handle)),
+                            "cuMemsetD32Async")
+        if buf is not None:
+            buf.close(stream)  # after the launches queued on this stream that use it
+        _blocks[key] = buf = new
+    base = int(buf.handle)
+    return base, base + FLAG_BYTES
+
+
+def clear() -> None:
+    """Hand every stream's block back (each on the stream it was made on)."""
+    while _blocks:
+        _blocks.popitem()[1].close()
