@@ -16,9 +16,6 @@ DTYPES = ("bfloat16", "float16")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half"}
 
 
-SMEM_OPTIN_SM90 = 232448  # shared memory a block may opt in to on sm_90 (attention_wgmma.cu's Q_BUFFERS_OF)
-
-
 @dataclass(frozen=True)
 class AttentionKernel:
     """What one attention kernel is. Every kernel is ``template <class T, int D, int STAGES, int CAUSAL>``,
@@ -197,21 +194,8 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
-        extra_q = (self.q_buffers - 1) * self.tile[0] * self.head_dim * size
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces) + extra_q)
-
-    @property
-    def q_buffers(self) -> int:
-        """Q's buffers in shared memory (the persistent wgmma kernel): two, so that the next item's Q lands
-        while this one runs, where they fit beside the stages in sm_90's 227 KiB with the record's reserve
-        (attention_wgmma.cu's Q_BUFFERS_OF: the same rule), else one; the other kernels keep one."""
-        if self.kernel != "wgmma":
-            return 1
-        size = ITEMSIZE[self.dtype]
-        q = self.tile[0] * self.head_dim * size
-        one = self.stages * self.record.stage_bytes(self.head_dim, size, self.keys) + q + 1024 + self.record.smem_reserve
-        return 2 if one + q <= SMEM_OPTIN_SM90 else 1
+                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces))
 
     @property
     def mma_pieces(self) -> int:

@@ -313,10 +313,10 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
     bm, bn = cfg.tile
     maps = (_map(q, bm), _map(k, bn), _map(v, bn), _map(out, 64))
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    items = -(-p.q_len // bm) * p.heads * p.batch  # (query tile, head, batch): a persistent grid walks them
-    build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.batch), np.int32(p.group), np.int32(p.q_len),
-                 np.int32(p.k_len), np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()),
-                 grid=max(1, min(items, facts.sm_count)), block=cfg.threads, stream=stream, shmem=cfg.smem_bytes)
+    grid = (-(-p.q_len // bm), p.heads, p.batch)
+    build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
+                 np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.threads,
+                 stream=stream, shmem=cfg.smem_bytes)
 
 
 LOG2E = 1.4426950408889634

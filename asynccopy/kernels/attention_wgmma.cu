@@ -8,17 +8,12 @@
 // when asked for. Q, K, V and out are 4-D tensor maps over (head_dim, seq, heads, batch), innermost
 // first, with any strides that are multiples of 16 bytes (so both the (batch, heads, seq, head_dim)
 // and the (batch, seq, heads, head_dim) memory layouts work without a copy).
-// How: a persistent grid (as many blocks as SMs, or items) walks the work items, each a tile of 64 x CONSUMERS
-// queries of one (batch, head), in waves of one item a block, every other wave reversed (asynccopy/attention.cuh
-// persistent_item; causal items longest first, causal_item); the K / V ring and Q's buffers run on from one item
-// to the next, so the producer loads the next item's first K / V tiles (and, with two buffers of Q where they
-// fit, its Q) while the consumers finish this one.
-// A block is 1 + CONSUMERS warpgroups on one item at a time: 64 x CONSUMERS queries of one (batch, head)
+// How: a block is 1 + CONSUMERS warpgroups and one tile of 64 x CONSUMERS queries of one (batch, head)
 // (CONSUMERS 3 at head dim 64, 2 at 128: ASYNCCOPY_ATTN_CONSUMERS below); its K / V tiles are BN keys
 // (176 at head dim 128 without the causal mask, else 128: ASYNCCOPY_ATTN_BN). Warpgroup 0 is the
-// producer: its thread 0, for each K / V tile, waits for the stage's K to be free (empty_k[s]) and loads K on
-// full_k[s] (after an item's first K, its Q, once Q's buffer is free: empty_q, full_q; one box per 64 columns of
-// head_dim, 128B swizzle), then the same for V (empty_v[s], full_v[s]): S = Q K^T starts before V has landed,
+// producer: its thread 0 issues Q's load (one box per 64 columns of head_dim,
+// 128B swizzle) on full_q, then for each K / V tile waits for the stage's K to be free (empty_k[s]) and
+// loads K on full_k[s], then the same for V (empty_v[s], full_v[s]): S = Q K^T starts before V has landed,
 // and K is refilled once S is done, a softmax before V is released. Boxes
 // past the sequence's end come back zero-filled. Warpgroups 1 .. CONSUMERS are consumers, each owning 64 query
 // rows: per tile, S (64 x BN, f32, in registers) = Q K^T by D / 16 wgmma m64nBNk16 from shared memory;
@@ -29,10 +24,10 @@
 // K and V handed back (one arrival per consumer warp each). Causal blocks skip the key tiles wholly past
 // their last query, and the grid runs the longest query tiles first (asynccopy/attention.cuh).
 // Epilogue: O / l rounded to T into the consumer's own rows of Q's buffer (the same 128B-swizzled
-// [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns (rows past q_len
-// are clipped by the store); once they have read the buffer, one arrival on empty_q. setmaxnreg moves registers from the producer (24) to the consumers (240
+// [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns; rows past q_len
+// are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240
 // each with two, 160 with three).
-// Shared memory (dynamic, 1024-byte aligned): Q [Q_BUFS][D / 64][BM][64]; then per stage K [D / 64][BN][64]
+// Shared memory (dynamic, 1024-byte aligned): Q [D / 64][BM][64]; then per stage K [D / 64][BN][64]
 // and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA).
 // Traced (-DASYNCCOPY_TRACE=1): one more argument, the buffer asynccopy.attention_trace decodes (the layout
 // at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
@@ -88,12 +83,6 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #endif
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
-// Q's buffers: two (the next item's Q lands while this one runs) where they fit beside the stages in the
-// 227 KiB a block may have on sm_90 (with the launch's 1024 bytes of alignment slack and 2 KiB for the static
-// barriers), else one. asynccopy.attention_kernels.AttentionConfig.q_buffers is the same rule.
-constexpr int SMEM_OPTIN_SM90 = 232448;
-template <int D, int STAGES, int BM, int BN>
-constexpr int Q_BUFFERS_OF = 2 * (2 * BM * D) + STAGES * 2 * (2 * BN * D) + 1024 + 2048 <= SMEM_OPTIN_SM90 ? 2 : 1;
 // named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
 constexpr int TURN_BARRIER = 4;
 #define NEG_INF __int_as_float(0xff800000u)
@@ -245,9 +234,9 @@ enum ConsumerEvent { K_READY = 0, S_DONE = 1, SOFTMAX_DONE = 2, V_READY = 3, PV_
 
 #if defined(ASYNCCOPY_TRACE) && ASYNCCOPY_TRACE
 #define AT_PRODUCER(j, e) \
-    if (traced_item && (j) < TRACE_TILES) ac::trace::stamp<TRACE_STRIDE>(ac_trace, (j) * TILE_WORDS + (e), true)
+    if ((j) < TRACE_TILES) ac::trace::stamp<TRACE_STRIDE>(ac_trace, (j) * TILE_WORDS + (e), true)
 #define AT_CONSUMER(j, e)                                                                                      \
-    if (traced_item && (j) < TRACE_TILES)                                                                      \
+    if ((j) < TRACE_TILES)                                                                                     \
     ac::trace::stamp<TRACE_STRIDE>(ac_trace, (j) * TILE_WORDS + PRODUCER_EVENTS + w * CONSUMER_EVENTS + (e), t == 0)
 #define AT_MARK(at, who) ac::trace::mark_block<TRACE_STRIDE>(ac_trace, (at), (who))
 #else
@@ -263,7 +252,7 @@ template <class T, int D, int STAGES, int CAUSAL>
 __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     attention_wgmma(const __grid_constant__ ac::TensorMap map_q, const __grid_constant__ ac::TensorMap map_k,
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
-                    float* __restrict__ lse, int heads, int batch, int group, int q_len, int k_len,
+                    float* __restrict__ lse, int heads, int group, int q_len, int k_len,
                     float scale_log2 AC_TRACE_PARAM)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
@@ -288,23 +277,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     constexpr int KV_ELEMS = BN * D;  // one of K or V, one stage
     constexpr unsigned Q_BYTES = 2u * Q_ELEMS, KV_BYTES = 2u * KV_ELEMS;
     static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "whole 1024-byte swizzle repeats");
-    constexpr int Q_BUFS = Q_BUFFERS_OF<D, STAGES, BM, BN>;  // two where they fit: the next item's Q loads early
 
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
-    unsigned short* kv_s = smem + Q_BUFS * Q_ELEMS;  // the K / V stages, after Q's buffers
+    unsigned short* q_s = smem;
     AT_MARK(0, threadIdx.x == 0);
-    // full_q[qb] / empty_q[qb]: Q's buffer qb landed / read for the last time (by every consumer warpgroup's
-    // epilogue store, which stages O there); full_k / full_v: the stage's K / V landed; empty_k / empty_v: its
-    // K / V read by every consumer warp (K is handed back once S = Q K^T is done, V once P V is: the producer
-    // refills K a softmax earlier).
-    __shared__ ac::mbarrier_t full_q[Q_BUFS], empty_q[Q_BUFS], full_k[STAGES], full_v[STAGES], empty_k[STAGES],
-        empty_v[STAGES];
+    // full_k / full_v: the stage's K / V landed; empty_k / empty_v: its K / V read by every consumer warp
+    // (K is handed back once S = Q K^T is done, V once P V is: the producer refills K a softmax earlier).
+    __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];
     if (threadIdx.x == 0) {
-        for (int qb = 0; qb < Q_BUFS; ++qb) {
-            ac::mbarrier_init(&full_q[qb], 1);
-            ac::mbarrier_init(&empty_q[qb], CONSUMERS);  // one arrival per consumer warpgroup
-        }
+        ac::mbarrier_init(&full_q, 1);
         for (int s = 0; s < STAGES; ++s) {
             ac::mbarrier_init(&full_k[s], 1);
             ac::mbarrier_init(&full_v[s], 1);
@@ -315,246 +297,215 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     }
     __syncthreads();
 
-    // The persistent grid walks the (query tile, head, batch) items (asynccopy/attention.cuh): item n of this
-    // block, its query tile, heads, first query and key tiles; false once none is left.
     const int q_tiles = (q_len + BM - 1) / BM;
-    const long long items = static_cast<long long>(q_tiles) * heads * batch;
-    auto item = [&](int n, int& qt, int& h, int& b, int& kv_tiles) {
-        const long long lin = ac::persistent_item(n, gridDim.x, blockIdx.x, items);
-        if (lin < 0) return false;
-        if (CAUSAL) {  // the longest tiles first over chunks of heads whose K and V share L2
-            ac::causal_item(lin, q_tiles, heads, batch, 4ll * k_len * D / group, qt, h, b);
-        } else {
-            qt = static_cast<int>(lin % q_tiles);
-            h = static_cast<int>(lin / q_tiles % heads);
-            b = static_cast<int>(lin / (static_cast<long long>(q_tiles) * heads));
-        }
-        kv_tiles = (k_len + BN - 1) / BN;
-        if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
-            const int last = min(qt * BM + BM, q_len) - 1;
-            kv_tiles = min(kv_tiles, last / BN + 1);
-        }
-        return true;
-    };
+    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (CAUSAL)  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
+        ac::causal_tile(q_tiles, gridDim.y, gridDim.z, 4ll * k_len * D / group, qt, h, b);
+    const int hk = h / group;
+    const int q0 = qt * BM;
+    int kv_tiles = (k_len + BN - 1) / BN;
+    if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
+        const int last = min(q0 + BM, q_len) - 1;
+        kv_tiles = min(kv_tiles, last / BN + 1);
+    }
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;
-        int it = 0;  // K / V tiles loaded so far: the ring's position
-        int qt, h, b, kv_tiles;
-        for (int n = 0; item(n, qt, h, b, kv_tiles); ++n) {
-            [[maybe_unused]] const bool traced_item = n == 0;
-            const int hk = h / group, qb = n % Q_BUFS;
-            for (int j = 0; j < kv_tiles; ++j, ++it) {
-                const int s = ac::stage_of<STAGES>(it);
-                const unsigned free_phase = ac::phase_of<STAGES>(it) ^ 1u;
-                unsigned short* k_s = kv_s + s * 2 * KV_ELEMS;
-                unsigned short* v_s = k_s + KV_ELEMS;
-                ac::mbarrier_wait_parity(&empty_k[s], free_phase, {"attention_wgmma", "empty_k", s});
-                AT_PRODUCER(j, K_ISSUED);
-                ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);  // boxes off the tensor count in full
+        ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
 #pragma unroll
-                for (int p = 0; p < PANELS; ++p) {
-                    const int at[4] = {PANEL * p, j * BN, hk, b};
-                    ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
-                }
-                if (j == 0) {
-                    // Q after the item's first K, whose stage frees while the item before still runs: with one
-                    // buffer of Q, its load waits for that item's epilogue
-                    ac::mbarrier_wait_parity(&empty_q[qb], ((n / Q_BUFS) & 1u) ^ 1u, {"attention_wgmma", "empty_q", qb});
-                    ac::mbarrier_arrive_expect_tx(&full_q[qb], Q_BYTES);
+        for (int p = 0; p < PANELS; ++p) {
+            const int at[4] = {PANEL * p, q0, h, b};
+            ac::tensor_load<4>(q_s + p * BM * PANEL, &map_q, at, &full_q);
+        }
+        for (int j = 0; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j);
+            const unsigned free_phase = ac::phase_of<STAGES>(j) ^ 1u;
+            unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
+            unsigned short* v_s = k_s + KV_ELEMS;
+            ac::mbarrier_wait_parity(&empty_k[s], free_phase, {"attention_wgmma", "empty_k", s});
+            AT_PRODUCER(j, K_ISSUED);
+            ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
 #pragma unroll
-                    for (int p = 0; p < PANELS; ++p) {
-                        const int at[4] = {PANEL * p, qt * BM, h, b};
-                        ac::tensor_load<4>(smem + qb * Q_ELEMS + p * BM * PANEL, &map_q, at, &full_q[qb]);
-                    }
-                }
-                ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
-                AT_PRODUCER(j, V_ISSUED);
-                ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
+            for (int p = 0; p < PANELS; ++p) {
+                const int at[4] = {PANEL * p, j * BN, hk, b};
+                ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
+            }
+            ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
+            AT_PRODUCER(j, V_ISSUED);
+            ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
 #pragma unroll
-                for (int p = 0; p < PANELS; ++p) {
-                    const int at[4] = {PANEL * p, j * BN, hk, b};
-                    ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
-                }
+            for (int p = 0; p < PANELS; ++p) {
+                const int at[4] = {PANEL * p, j * BN, hk, b};
+                ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
             }
         }
         return;
     }
 
-    // the consumers: warpgroup w = 0 .. CONSUMERS - 1 owns queries q0 + 64w .. q0 + 64w + 63 of each item
+    // the consumers: warpgroup w = 0 .. CONSUMERS - 1 owns queries q0 + 64w .. q0 + 64w + 63
     ac::setmaxnreg_inc<CONSUMER_REGS>();
     const int w = warpgroup - 1;
     const int t = threadIdx.x % 128, lane = t % 32;
     const int r0 = 64 * w + 16 * (t / 32) + lane / 4;  // this thread's rows r0 and r0 + 8 of the block
+    const int qrow[2] = {q0 + r0, q0 + r0 + 8};
     float acc_s[BN / 2];
     float acc_o[D / 2];
-    unsigned pa[BN / 16][4];  // P as the A operand, per k16 step of keys
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
+    unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
     // scale 0 (uniform weights) as the least normal float: every score then scales to (nearly) 0, and a
     // masked one still to -inf (-inf x 0 would be NaN)
     if (scale_log2 == 0.0f) scale_log2 = __int_as_float(0x00800000);
+
+    ac::mbarrier_wait_parity(&full_q, 0u, {"attention_wgmma", "full_q", 0});
+    const unsigned short* q_w = q_s + w * 64 * PANEL;  // this warpgroup's rows of Q's first panel
+    auto k_tile = [&](int j) { return smem + Q_ELEMS + ac::stage_of<STAGES>(j) * 2 * KV_ELEMS; };
+    auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
     auto release = [&](ac::mbarrier_t* bar) {
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
-    int it = 0;  // K / V tiles consumed before this item: the ring's position
-    int qt, h, b, kv_tiles;
-    for (int n = 0; item(n, qt, h, b, kv_tiles); it += kv_tiles, ++n) {
-        [[maybe_unused]] const bool traced_item = n == 0;
-        const int q0 = qt * BM, qb = n % Q_BUFS;
-        const int qrow[2] = {q0 + r0, q0 + r0 + 8};
-        unsigned short* q_s = smem + qb * Q_ELEMS;
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
-        float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
-        float rescale[2];
-        ac::mbarrier_wait_parity(&full_q[qb], (n / Q_BUFS) & 1u, {"attention_wgmma", "full_q", qb});
-        const unsigned short* q_w = q_s + w * 64 * PANEL;  // this warpgroup's rows of Q's first panel
-        // the item's key tile j: its stage of the ring, the stage's phase, its K and V
-        auto stage = [&](int j) { return ac::stage_of<STAGES>(it + j); };
-        auto phase = [&](int j) { return ac::phase_of<STAGES>(it + j); };
-        auto k_tile = [&](int j) { return kv_s + stage(j) * 2 * KV_ELEMS; };
-        auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
-        // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
-        // one, minima for a negative one); the branch is uniform
-        auto softmax = [&](int j) {
-            if (scale_log2 > 0.0f)
-                softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
-            else
-                softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
-        };
-        if constexpr (!OVERLAP) {
-            for (int j = 0; j < kv_tiles; ++j) {
-                const int s = stage(j);
-                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::accumulator_fence(acc_s);
-                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_s);
-                release(&empty_k[s]);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
-                ac::accumulator_fence(acc_o);
-                rescale_o<D>(acc_o, rescale);
-                pack_p<T, BN>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
-                ac::mbarrier_wait_parity(&full_v[s], phase(j), {"attention_wgmma", "full_v", s});
-                AT_CONSUMER(j, V_READY);
-                ac::accumulator_fence(acc_o);
-                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j, PV_DONE);
-                release(&empty_v[s]);
-            }
-        } else {
-            // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
-            // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
-            // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
-            // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them an item)
-            // waits for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the
-            // last warpgroup opens each item with warpgroup 0's first turn and does not pass its last, so every
-            // bar.sync meets as many bar.arrive.
-            const int turns = kv_tiles + 1;
-            int turn = 0;
-            auto my_turn = [&] {
-                if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
-            };
-            auto pass_turn = [&] {
-                if constexpr (PINGPONG) {
-                    if (w != CONSUMERS - 1 || ++turn < turns)
-                        ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
-                }
-            };
-            if constexpr (PINGPONG) {
-                if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-            }
-            const int s0 = stage(0);
-            ac::mbarrier_wait_parity(&full_k[s0], phase(0), {"attention_wgmma", "full_k", s0});
-            AT_CONSUMER(0, K_READY);
+    float rescale[2];
+    // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
+    // one, minima for a negative one); the branch is uniform
+    auto softmax = [&](int j) {
+        if (scale_log2 > 0.0f)
+            softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+        else
+            softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+    };
+    if constexpr (!OVERLAP) {
+        for (int j = 0; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j);
+            const unsigned phase = ac::phase_of<STAGES>(j);
+            ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
             ac::accumulator_fence(acc_s);
-            my_turn();
-            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
-            pass_turn();
+            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_s);
-            release(&empty_k[s0]);
-            AT_CONSUMER(0, S_DONE);
-            softmax(0);  // O is still zero: its rescale (0) is harmless
-            pack_p<T, BN>(pa, acc_s);
-            AT_CONSUMER(0, SOFTMAX_DONE);
-            for (int j = 1; j < kv_tiles; ++j) {
-                const int s = stage(j), sp = stage(j - 1);
-                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::mbarrier_wait_parity(&full_v[sp], phase(j - 1), {"attention_wgmma", "full_v", sp});
-                AT_CONSUMER(j - 1, V_READY);
-                ac::accumulator_fence(acc_s);
-                ac::accumulator_fence(acc_o);
-                my_turn();
-                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-                rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
-                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
-                pass_turn();
-                ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
-                ac::accumulator_fence(acc_s);
-                release(&empty_k[s]);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j - 1, PV_DONE);
-                release(&empty_v[sp]);
-                pack_p<T, BN>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
-            }
-            const int last = kv_tiles - 1, sl = stage(last);
-            ac::mbarrier_wait_parity(&full_v[sl], phase(last), {"attention_wgmma", "full_v", sl});
-            AT_CONSUMER(last, V_READY);
+            release(&empty_k[s]);
+            AT_CONSUMER(j, S_DONE);
+            softmax(j);
             ac::accumulator_fence(acc_o);
-            my_turn();
             rescale_o<D>(acc_o, rescale);
-            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
-            pass_turn();
+            pack_p<T, BN>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
+            ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
+            AT_CONSUMER(j, V_READY);
+            ac::accumulator_fence(acc_o);
+            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_o);
-            AT_CONSUMER(last, PV_DONE);
-            release(&empty_v[sl]);
+            AT_CONSUMER(j, PV_DONE);
+            release(&empty_v[s]);
         }
-
-        // lse (natural log) of the rows this quad holds, by its first thread
-        if (lse != nullptr && lane % 4 == 0) {
-            float* out_lse = lse + (static_cast<long long>(b) * heads + h) * q_len;
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-                if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
-        }
-        // O / l into this warpgroup's rows of Q's buffer (its 64 rows of each panel: [64][128 bytes], 128B-
-        // swizzled as the map's boxes), then one TMA store per panel
-        const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
-#pragma unroll
-        for (int i = 0; i < D / 2; i += 2) {
-            const int r = (i >> 1) & 1;
-            const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
-            const int col = 8 * (i >> 2) + 2 * (lane % 4);
-            const int p = col / PANEL, byte = 2 * (col % PANEL);
-            unsigned char* panel = reinterpret_cast<unsigned char*>(q_s + p * BM * PANEL + w * 64 * PANEL);
-            unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
-            *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
-        }
-        ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
-        ac::named_barrier_sync(1 + w, 128);
-        if (t == 0) {
-#pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, q0 + 64 * w, h, b};
-                ac::tensor_store<4>(&map_o, at, q_s + p * BM * PANEL + w * 64 * PANEL);
+    } else {
+        // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+        // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
+        // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
+        // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
+        // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
+        // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
+        // as many bar.arrive.
+        const int turns = kv_tiles + 1;
+        int turn = 0;
+        auto my_turn = [&] {
+            if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+        };
+        auto pass_turn = [&] {
+            if constexpr (PINGPONG) {
+                if (w != CONSUMERS - 1 || ++turn < turns)
+                    ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
             }
-            ac::bulk_commit_group();
-            ac::bulk_wait_group_read<0>();  // the buffer stays Q's until the stores have read it
-            ac::mbarrier_arrive(&empty_q[qb]);
+        };
+        if constexpr (PINGPONG) {
+            if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
         }
-        AT_MARK(2, w == 0 && t == 0 && n == 0);
+        ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
+        AT_CONSUMER(0, K_READY);
+        ac::accumulator_fence(acc_s);
+        my_turn();
+        issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
+        pass_turn();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_s);
+        release(&empty_k[0]);
+        AT_CONSUMER(0, S_DONE);
+        softmax(0);  // O is still zero: its rescale (0) is harmless
+        pack_p<T, BN>(pa, acc_s);
+        AT_CONSUMER(0, SOFTMAX_DONE);
+        for (int j = 1; j < kv_tiles; ++j) {
+            const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
+            ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
+            AT_CONSUMER(j, K_READY);
+            ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
+            AT_CONSUMER(j - 1, V_READY);
+            ac::accumulator_fence(acc_s);
+            ac::accumulator_fence(acc_o);
+            my_turn();
+            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
+            rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
+            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
+            pass_turn();
+            ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+            ac::accumulator_fence(acc_s);
+            release(&empty_k[s]);
+            AT_CONSUMER(j, S_DONE);
+            softmax(j);
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_o);
+            AT_CONSUMER(j - 1, PV_DONE);
+            release(&empty_v[sp]);
+            pack_p<T, BN>(pa, acc_s);
+            AT_CONSUMER(j, SOFTMAX_DONE);
+        }
+        const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
+        ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
+        AT_CONSUMER(last, V_READY);
+        ac::accumulator_fence(acc_o);
+        my_turn();
+        rescale_o<D>(acc_o, rescale);
+        issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
+        pass_turn();
+        ac::wgmma_wait<0>();
+        ac::accumulator_fence(acc_o);
+        AT_CONSUMER(last, PV_DONE);
+        release(&empty_v[sl]);
     }
+
+    // lse (natural log) of the rows this quad holds, by its first thread
+    if (lse != nullptr && lane % 4 == 0) {
+        float* out_lse = lse + (static_cast<long long>(b) * heads + h) * q_len;
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
+    }
+    // O / l into this warpgroup's rows of Q's buffer (its 64 rows of each panel: [64][128 bytes], 128B-
+    // swizzled as the map's boxes), then one TMA store per panel
+    const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+#pragma unroll
+    for (int i = 0; i < D / 2; i += 2) {
+        const int r = (i >> 1) & 1;
+        const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
+        const int col = 8 * (i >> 2) + 2 * (lane % 4);
+        const int p = col / PANEL, byte = 2 * (col % PANEL);
+        unsigned char* panel = reinterpret_cast<unsigned char*>(q_s + p * BM * PANEL + w * 64 * PANEL);
+        unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
+        *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
+    }
+    ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
+    ac::named_barrier_sync(1 + w, 128);
+    if (t == 0) {
+#pragma unroll
+        for (int p = 0; p < PANELS; ++p) {
+            const int at[4] = {PANEL * p, q0 + 64 * w, h, b};
+            ac::tensor_store<4>(&map_o, at, q_s + p * BM * PANEL + w * 64 * PANEL);
+        }
+        ac::bulk_commit_group();
+        ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+    }
+    AT_MARK(2, w == 0 && t == 0);
 }

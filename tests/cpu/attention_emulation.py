@@ -930,30 +930,13 @@ def _pack_p(pa, acc_s, dtype: str) -> None:
             pa[:, c, x] = pack2(acc_s[:, 8 * c + 2 * x], acc_s[:, 8 * c + 2 * x + 1], dtype)
 
 
-def q_buffers(d: int, stages: int, bm: int, bn: int) -> int:
-    """.cu "Q_BUFFERS_OF<D, STAGES, BM, BN> = 2 * (2 * BM * D) + STAGES * 2 * (2 * BN * D) + 1024 + 2048 <= 232448 ? 2 : 1\""""
-    return 2 if 2 * (2 * bm * d) + stages * 2 * (2 * bn * d) + 1024 + 2048 <= 232448 else 1
-
-
-def persistent_items(block: int, blocks: int, items: int):
-    """attention.cuh's persistent_item, n = 0, 1, ...: the linear items one block of a persistent grid takes."""
-    n = 0
-    while True:
-        lin = n * blocks + (blocks - 1 - block if n % 2 else block)  # .cu "n * blocks + (n % 2 ? blocks - 1 - block : block)"
-        if lin >= items:
-            return
-        yield lin
-        n += 1
-
-
-def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int, d: int,
+def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b: int, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
                  smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int) -> None:
-    """One block of the persistent kernel attention_wgmma<T, D, STAGES, CAUSAL> built with ASYNCCOPY_ATTN_OVERLAP =
-    ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer warpgroups
-    (ASYNCCOPY_ATTN_CONSUMERS), ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN), walking ``items`` ((qt, h, b) in
-    turn: the .cu "item(n, ...)"). qt_bits [batch][heads][q_len][D] etc.: the tensors the maps describe; out,
-    writes [batch][heads][q_len][D]; lse flat."""
+    """One block (blockIdx = (bx, h, b)) of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with
+    ASYNCCOPY_ATTN_OVERLAP = ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer
+    warpgroups (ASYNCCOPY_ATTN_CONSUMERS), ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN). qt_bits [batch][heads]
+    [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat."""
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
     bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
@@ -961,17 +944,14 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
     q_elems, kv_elems = bm * d, bn * d
     q_bytes, kv_bytes = 2 * q_elems, 2 * kv_elems
     assert q_bytes % 1024 == 0 and kv_bytes % 1024 == 0
-    q_bufs = q_buffers(d, stages, bm, bn)
 
     knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys))
-    cfg = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs)
-    assert cfg.q_buffers == q_bufs, "the Python rule for Q's buffers is the kernel's"
-    sm = Shared(smem_base, cfg.smem_bytes)
+    smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs).smem_bytes
+    sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
-    kv_s = smem + 2 * q_bufs * q_elems  # .cu "kv_s = smem + Q_BUFS * Q_ELEMS" (element offsets doubled into bytes)
-    # .cu "mbarrier_init(&full_q[qb], 1); empty_q[qb]: CONSUMERS; full_k[s], full_v[s]: 1; empty_k[s], empty_v[s]: 4 * C."
-    full_q = [MBarrier(1, f"full_q[{qb}]") for qb in range(q_bufs)]
-    empty_q = [MBarrier(consumers, f"empty_q[{qb}]") for qb in range(q_bufs)]
+    q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
+    # .cu "mbarrier_init(&full_q, 1); full_k[s], full_v[s]: 1; empty_k[s], empty_v[s]: 4 * CONSUMERS"
+    full_q = MBarrier(1, "full_q")
     full_k = [MBarrier(1, f"full_k[{s}]") for s in range(stages)]
     full_v = [MBarrier(1, f"full_v[{s}]") for s in range(stages)]
     empty_k = [MBarrier(4 * consumers, f"empty_k[{s}]") for s in range(stages)]
@@ -979,55 +959,42 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
     turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(consumers)]
     tma = Tma(sm, tma_policy, dtype)
 
-    def key_tiles(qt):  # .cu item(): "kv_tiles = (k_len + BN - 1) / BN; if (CAUSAL) ... min(kv_tiles, last / BN + 1)"
-        kv_tiles = (k_len + bn - 1) // bn
-        if causal:
-            last = min(qt * bm + bm, q_len) - 1
-            kv_tiles = min(kv_tiles, last // bn + 1)
-        return kv_tiles
+    # .cu "int qt = blockIdx.x ... if (CAUSAL) causal_tile(...); ... kv_tiles = min(kv_tiles, last / BN + 1)"
+    qt = bx  # the query tile grid_blocks gave the block
+    hk = h // group
+    q0 = qt * bm
+    kv_tiles = (k_len + bn - 1) // bn
+    if causal:
+        last = min(q0 + bm, q_len) - 1
+        kv_tiles = min(kv_tiles, last // bn + 1)
 
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
-        it = 0
-        for n, (qt, h, b) in enumerate(items):
-            hk, qb = h // group, n % q_bufs
-            for j in range(key_tiles(qt)):
-                s = it % stages
-                free_phase = ((it // stages) & 1) ^ 1
-                k_s = kv_s + 2 * (s * 2 * kv_elems)
-                v_s = k_s + 2 * kv_elems
-                yield Wait(empty_k[s], free_phase)
-                full_k[s].arrive_expect_tx(kv_bytes)
-                yield None
-                for p in range(panels):
-                    tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_k[s])
-                if j == 0:  # .cu "Q after the item's first K"
-                    yield Wait(empty_q[qb], ((n // q_bufs) & 1) ^ 1)
-                    full_q[qb].arrive_expect_tx(q_bytes)
-                    yield None
-                    for p in range(panels):
-                        tma.load(smem + 2 * (qb * q_elems + p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, qt * bm, h, b),
-                                 full_q[qb])
-                yield Wait(empty_v[s], free_phase)
-                full_v[s].arrive_expect_tx(kv_bytes)
-                yield None
-                for p in range(panels):
-                    tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_v[s])
-                it += 1
+        full_q.arrive_expect_tx(q_bytes)
+        yield None
+        for p in range(panels):
+            tma.load(q_s + 2 * (p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, q0, h, b), full_q)
+        for j in range(kv_tiles):
+            s = j % stages
+            free_phase = ((j // stages) & 1) ^ 1
+            k_s = smem + 2 * (q_elems + s * 2 * kv_elems)
+            v_s = k_s + 2 * kv_elems
+            yield Wait(empty_k[s], free_phase)
+            full_k[s].arrive_expect_tx(kv_bytes)
+            yield None
+            for p in range(panels):
+                tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_k[s])
+            yield Wait(empty_v[s], free_phase)
+            full_v[s].arrive_expect_tx(kv_bytes)
+            yield None
+            for p in range(panels):
+                tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_v[s])
 
     def consumer(w: int):  # .cu "const int w = warpgroup - 1; const int t = threadIdx.x % 128": 128 threads on axis 0
         wg = Warpgroup(sm, dtype)
         t = np.arange(128)
         lane = t % 32
         r0 = 64 * w + 16 * (t // 32) + lane // 4
-        it = 0
-        for n, (qt, h, b) in enumerate(items):
-            yield from _wgmma_item(wg, w, t, lane, r0, it, n, qt, h, b, key_tiles(qt))
-            it += key_tiles(qt)
-
-    def _wgmma_item(wg, w, t, lane, r0, it, n, qt, h, b, kv_tiles):
-        q0, qb = qt * bm, n % q_bufs
         qrow = [q0 + r0, q0 + r0 + 8]
-        q_s = smem + 2 * (qb * q_elems)  # .cu "q_s = smem + qb * Q_ELEMS"
         acc_s = np.zeros((128, bn // 2))
         acc_o = np.zeros((128, d // 2))
         m = [np.full(128, NEG_INF), np.full(128, NEG_INF)]
@@ -1040,17 +1007,11 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
                 bar.arrive()
                 yield None
 
-        yield Wait(full_q[qb], (n // q_bufs) & 1)
+        yield Wait(full_q, 0)
         q_w = q_s + 2 * (w * 64 * WG_PANEL)  # .cu "q_w = q_s + w * 64 * PANEL"
 
-        def stage(j):  # .cu "stage(j): stage_of<STAGES>(it + j); phase(j): phase_of<STAGES>(it + j)"
-            return (it + j) % stages
-
-        def phase(j):
-            return ((it + j) // stages) & 1
-
-        def k_tile(j):  # .cu "k_tile(j): kv_s + stage(j) * 2 * KV_ELEMS; v_tile(j): k_tile(j) + KV_ELEMS"
-            return kv_s + 2 * (stage(j) * 2 * kv_elems)
+        def k_tile(j):  # .cu "k_tile(j): smem + Q_ELEMS + stage_of<STAGES>(j) * 2 * KV_ELEMS; v_tile(j): k_tile(j) + KV_ELEMS"
+            return smem + 2 * (q_elems + (j % stages) * 2 * kv_elems)
 
         def v_tile(j):
             return k_tile(j) + 2 * kv_elems
@@ -1060,23 +1021,23 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
 
         if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn
             for j in range(kv_tiles):
-                s = stage(j)
-                yield Wait(full_k[s], phase(j))
+                s, phase = j % stages, (j // stages) & 1
+                yield Wait(full_k[s], phase)
                 _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
                 wg.wait(0)
                 yield from release(empty_k[s])
                 softmax(j)
                 _rescale_o(acc_o, rescale)
                 _pack_p(pa, acc_s, dtype)
-                yield Wait(full_v[s], phase(j))
+                yield Wait(full_v[s], phase)
                 _issue_pv(wg, acc_o, pa, v_tile(j), d)
                 wg.wait(0)
                 yield from release(empty_v[s])
         else:
             # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
             # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
-            # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w + 1) % CONSUMERS, 256); the last
-            # warpgroup opens each item.
+            # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w ^ 1), 256; "if (w == 0 || ++turn <
+            # turns)"); warpgroup 1 opens.
             turns, turn = kv_tiles + 1, [0]
 
             def my_turn():
@@ -1092,19 +1053,18 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
 
             if pingpong and w == consumers - 1:
                 turn_bar[0].arrive(128)
-            s0 = stage(0)
-            yield Wait(full_k[s0], phase(0))
+            yield Wait(full_k[0], 0)
             yield from my_turn()
             _issue_qk(wg, acc_s, q_w, k_tile(0), d, bm)
             yield from pass_turn()
             wg.wait(0)
-            yield from release(empty_k[s0])
+            yield from release(empty_k[0])
             softmax(0)
             _pack_p(pa, acc_s, dtype)  # .cu "O is still zero: its rescale (0) is harmless"
             for j in range(1, kv_tiles):
-                s, sp = stage(j), stage(j - 1)
-                yield Wait(full_k[s], phase(j))
-                yield Wait(full_v[sp], phase(j - 1))
+                s, sp = j % stages, (j - 1) % stages
+                yield Wait(full_k[s], (j // stages) & 1)
+                yield Wait(full_v[sp], ((j - 1) // stages) & 1)
                 yield from my_turn()
                 _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
                 _rescale_o(acc_o, rescale)  # .cu "tile j - 1's factor, before its P V adds in"
@@ -1116,9 +1076,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
                 wg.wait(0)
                 yield from release(empty_v[sp])
                 _pack_p(pa, acc_s, dtype)
-            last = kv_tiles - 1
-            sl = stage(last)
-            yield Wait(full_v[sl], phase(last))
+            last, sl = kv_tiles - 1, (kv_tiles - 1) % stages
+            yield Wait(full_v[sl], (last // stages) & 1)
             yield from my_turn()
             _rescale_o(acc_o, rescale)
             _issue_pv(wg, acc_o, pa, v_tile(last), d)
@@ -1150,9 +1109,6 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
         for p in range(panels):
             tma.store(q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
                       (WG_PANEL * p, q0 + 64 * w, h, b))
-        # .cu "bulk_wait_group_read<0>(); mbarrier_arrive(&empty_q[qb])": the stores (done at once here) have read Q's buffer
-        empty_q[qb].arrive()
-        yield None
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
     run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
@@ -1166,13 +1122,13 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, items, group: int,
 def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 2, *,
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
                   overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
-                  keys: int | None = None, blocks: int = 3):
+                  keys: int | None = None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
     ``overlap``, ``pingpong``, ``consumers``: the kernel's compile-time knobs ASYNCCOPY_ATTN_OVERLAP / _PINGPONG /
     _CONSUMERS / _BN (None: the defaults for the head dim and mask; warpgroups left out of ``order`` come
-    last); ``blocks``: the persistent grid's blocks (the SMs: a few, so that each walks several items)."""
+    last)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1188,13 +1144,8 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     consumers = consumers or default_consumers(d)
     keys = keys or default_keys(d, causal)
     q_tiles = -(-q_len // (64 * consumers))
-    # .cu item(): the persistent grid's blocks, each walking its items in turn (the launch: min(items, SMs) blocks)
-    order_of = list(grid_blocks((q_tiles, heads, batch), causal, 4 * kb.shape[2] * d // group))
-    n_items = len(order_of)
-    grid = max(1, min(n_items, blocks))
-    for block in range(grid):
-        items = [order_of[lin] for lin in persistent_items(block, grid, n_items)]
-        _wgmma_block(qb, kb, vb, out, lse, writes, items, group, d, stages, causal, scale_log2, dtype, tma,
+    for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * kb.shape[2] * d // group):
+        _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
                      order, smem_base, overlap, pingpong, consumers, keys)
     if np.any(writes > 1):
         raise AssertionError(f"{int((writes > 1).sum())} output elements written more than once")

@@ -132,12 +132,6 @@ WGMMA_CASES = [
     (1, 1, 1, 129, 300, 128, False, 2, "bfloat16", None, ("late", ("producer", 0, 1), 96, "keys128")),
     # 176-key tiles under the causal mask (the variant "keys176"): diagonal tiles of 128 queries across 176 keys
     (1, 1, 1, 400, 400, 128, True, 2, "bfloat16", None, ("eager", (0, 1, "producer"), 96, "keys176")),
-    # the persistent grid (3 blocks here): several items a block, the K / V ring and Q's buffers running on across
-    # them; one buffer of Q (176-key tiles, 2 stages at head dim 128: the next Q waits for the epilogue), two
-    (2, 3, 1, 300, 400, 128, False, 2, "bfloat16", None, ("eager", ("producer", 0, 1), 96, "default")),
-    (1, 4, 2, 200, 530, 128, False, 2, "float16", None, ("lifo", ("producer", 1, 0), 48, "pingpong")),
-    (1, 4, 2, 300, 260, 64, True, 2, "float16", None, ("eager", ("producer", 2, 1, 0), 96, "default")),
-    (2, 2, 2, 129, 300, 128, True, 1, "bfloat16", -0.4, ("late", (1, "producer", 0), 96, "serial")),
 ]
 
 

@@ -12,12 +12,7 @@
 //     order with each head's tiles last-first instead starts the last head's longest tile near the end of
 //     the grid, where nothing is left to run beside it.
 //     asynccopy.attention_kernels.causal_order is the same order in Python (the launch model's).
-// causal_item(lin, ...)   the same for work item `lin` of a persistent kernel's (q_tiles, heads, batch) items
-// persistent_item(n, blocks, block, items)
-//     The n-th work item of one block of a persistent grid, waves of one item a block, every other wave
-//     reversed (-1 once none is left).
-// Use: #include <asynccopy/attention.cuh>; the kernel launched on a (q_tiles, heads, batch) grid, or a
-// persistent one walking persistent_item.
+// Use: #include <asynccopy/attention.cuh>; the kernel launched on a (q_tiles, heads, batch) grid.
 #pragma once
 
 namespace asynccopy {
@@ -26,10 +21,11 @@ namespace asynccopy {
 #define ASYNCCOPY_ATTN_L2_BUDGET (24ll << 20)  // bytes of K and V a chunk of (batch, head) pairs may hold
 #endif
 
-// causal_tile for work item `lin` of the (q_tiles, heads, batch) items numbered as a grid of that shape is.
-__device__ __forceinline__ void causal_item(long long lin, int q_tiles, int heads, int batch, long long kv_bytes,
-                                            int& qt, int& h, int& b)
+__device__ __forceinline__ void causal_tile(int q_tiles, int heads, int batch, long long kv_bytes, int& qt, int& h,
+                                            int& b)
 {
+    const long long lin =
+        blockIdx.x + static_cast<long long>(gridDim.x) * (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
     const int pairs = heads * batch;
     long long fit = ASYNCCOPY_ATTN_L2_BUDGET / (kv_bytes > 0 ? kv_bytes : 1);
     const int chunk = fit < 1 ? 1 : fit > pairs ? pairs : static_cast<int>(fit);
@@ -42,24 +38,6 @@ __device__ __forceinline__ void causal_item(long long lin, int q_tiles, int head
     const int pair = first + r % size;
     h = pair % heads;
     b = pair / heads;
-}
-
-__device__ __forceinline__ void causal_tile(int q_tiles, int heads, int batch, long long kv_bytes, int& qt, int& h,
-                                            int& b)
-{
-    const long long lin =
-        blockIdx.x + static_cast<long long>(gridDim.x) * (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
-    causal_item(lin, q_tiles, heads, batch, kv_bytes, qt, h, b);
-}
-
-// The n-th work item of block `block` of a persistent grid of `blocks` over `items` (-1: none left): the items
-// go out in waves of one each, every other wave in reverse (block 0 takes the first and the last of a pair of
-// waves), so that where the items shorten along the order (causal_item's longest first) no block takes the
-// longest of every wave.
-__device__ __forceinline__ long long persistent_item(int n, int blocks, int block, long long items)
-{
-    const long long lin = static_cast<long long>(n) * blocks + (n % 2 ? blocks - 1 - block : block);
-    return lin < items ? lin : -1;
 }
 
 }  // namespace asynccopy
