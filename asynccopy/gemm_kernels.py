@@ -261,12 +261,19 @@ HANDOFF_NS = 100.0  # a stage's release reaching the producer (the tile-stream t
 L2_HEADROOM = 100.0  # the operands' bandwidth in the model, x the device's DRAM bandwidth: not what limits stages
 
 
-def k_blocks_per_sm(rec: GemmKernel, tile: tuple[int, int], m: int, n: int, k: int, sms: int) -> int:
+def k_blocks_per_sm(rec: GemmKernel, tile: tuple[int, int], m: int, n: int, k: int, sms: int,
+                    stream_k: bool | None = None) -> int:
     """The k-blocks the busiest SM computes for an m x n x k product (tile-per-block kernels: one block
-    per SM at a time; persistent ones: their work units, with split k where the record takes it)."""
+    per SM at a time; persistent ones: their work units, with split k where the record takes it, or their whole
+    tiles and a share of the stream-K region: ``stream_k`` None as the default configuration decides)."""
     tiles = -(-m // tile[0]) * -(-n // tile[1])
     kb = -(-k // rec.bk)
     splits = split_count(tiles, kb, sms) if rec.split_k else 1
+    if stream_k is None:
+        stream_k = rec.stream_k and splits == 1 and stream_k_pays(tiles, kb, sms)
+    region, grid = stream_k_plan(tiles, kb, sms) if stream_k else (0, sms)
+    if region:
+        return (tiles - region) // grid * kb + -(-region * kb // grid)
     return -(-tiles * splits // sms) * -(-kb // splits)
 
 

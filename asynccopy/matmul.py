@@ -161,7 +161,11 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
     if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
         pair = pair and bool(record["paired"])
-    return replace(cfg, defines=PAIRED if pair else ())
+    if pair:
+        return replace(cfg, defines=PAIRED, stream_k=False)
+    if record.get("stream_k") is not None and cfg.record.stream_k and cfg.splits == 1:  # and whether it shared out
+        return replace(cfg, defines=(), stream_k=bool(record["stream_k"]))  # its last wave (else the default's rule)
+    return replace(cfg, defines=())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ device's datasheet peak where the table knows it, and the relative error.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from .. import device, matmul
@@ -80,9 +81,10 @@ class _Operands:
 
 
 def config_label(cfg) -> str:
-    """What a kernel row ran: its tile, its split of k, and whether it ran as cluster pairs sharing B."""
+    """What a kernel row ran: its tile, its split of k, whether it ran as cluster pairs sharing B, and whether
+    its last wave was shared out (stream-K)."""
     return (f"tile {cfg.tile[0]}x{cfg.tile[1]}" + (f" x{cfg.splits}" if cfg.splits > 1 else "")
-            + (" pairs" if cfg.defines == matmul.PAIRED else ""))
+            + (" pairs" if cfg.defines == matmul.PAIRED else "") + (" stream-K" if cfg.stream_k else ""))
 
 
 def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts, tuned=None):
@@ -277,9 +279,11 @@ def plan_check(result: GemmBench, memory="cached") -> list[PlanRow]:
         if len(by_stages) < 2:
             continue
         rec = matmul.KERNELS[name]
-        tile = rec.default_tile(m, n, facts.sm_count)
+        ran = re.match(r"tile (\d+)x(\d+)", config or "")  # the tile the rows ran (config_label), else the default
+        tile = (int(ran[1]), int(ran[2])) if ran else rec.default_tile(m, n, facts.sm_count)
         best = min(by_stages, key=lambda s: by_stages[s].ms)
-        per_sm = gemm_kernels.k_blocks_per_sm(rec, tile, m, n, k, facts.sm_count)
+        per_sm = gemm_kernels.k_blocks_per_sm(rec, tile, m, n, k, facts.sm_count,
+                                              stream_k="stream-K" in config if ran else None)
         k_block_ns = by_stages[best].ms * 1e6 / per_sm
         p = gemm_kernels.plan_stages(rec, tile, result.dtype, facts, k_block_ns=k_block_ns, memory=memory)
         at = by_stages.get(p.recommended)

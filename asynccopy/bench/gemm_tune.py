@@ -3,8 +3,9 @@ the fastest as the record of its shape class (asynccopy.tuning), which asynccopy
 
 Candidates: every kernel that takes the dtype (and the operands' alignment) on this GPU, each of its
 tiles, its stage counts from 2 to what fits (and 1), for a split-k kernel the split its rule picks,
-half of it and none, and where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile
-both paired and alone. Each candidate's C is checked against the first candidate's before it is timed
+half of it and none, where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile
+both paired and alone, and where a tile's last wave can be shared out (stream-K) that tile with it and
+without. Each candidate's C is checked against the first candidate's before it is timed
 (CUDA events, median; the same operands, so the figures compare configurations, not inputs)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
-from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count
+from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count, stream_k_pays, stream_k_plan
 from ..matmul import PAIRED, check_operands, configure, launch, matrix, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
@@ -38,6 +39,7 @@ class Trial:
     ms: float
     tflops: float
     paired: bool = False  # run as cluster pairs sharing B (GemmKernel.paired_b)
+    stream_k: bool = False  # the last wave's tiles shared out among all blocks (gemm_kernels.stream_k_plan)
 
 
 @dataclass
@@ -64,12 +66,18 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
             if rec.split_k:
                 s = split_count(-(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk), facts.sm_count)
                 splits |= {s, max(1, s // 2)}
+            tiles, kb = -(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk)
+            shared = rec.stream_k and stream_k_plan(tiles, kb, facts.sm_count)[0] > 0
             for stages in sorted({1, *range(2, fit + 1)}):
                 for sp in sorted(splits):
-                    alone = replace(first, tile=tile, stages=stages, splits=sp, defines=())
+                    # stream-K as the default would take it for this tile, and (one split) the other way too
+                    default_sk = rec.stream_k and sp == 1 and stream_k_pays(tiles, kb, facts.sm_count)
+                    alone = replace(first, tile=tile, stages=stages, splits=sp, defines=(), stream_k=default_sk)
                     out.append(alone)
+                    if shared and sp == 1:
+                        out.append(replace(alone, stream_k=not default_sk))
                     if rec.pairs_share_b(tile, a, b, sp):
-                        out.append(replace(alone, defines=PAIRED))
+                        out.append(replace(alone, defines=PAIRED, stream_k=False))
     return out
 
 
@@ -111,11 +119,12 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
                                  f"from the first candidate's by {err:.2e}")
         ms = median(time_ms(run, stream, warmup=warmup, reps=reps))
         trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9,
-                            cfg.defines == PAIRED))
+                            cfg.defines == PAIRED, cfg.stream_k and cfg.defines != PAIRED))
         if progress:
             t = trials[-1]
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"
-                     f"{f' splits {t.splits}' if t.splits > 1 else ''}{' paired' if t.paired else ''}: {t.ms:.3f} ms, "
+                     f"{f' splits {t.splits}' if t.splits > 1 else ''}{' paired' if t.paired else ''}"
+                     f"{' stream-K' if t.stream_k else ''}: {t.ms:.3f} ms, "
                      f"{t.tflops:.0f} TFLOP/s")
     best = min(trials, key=lambda t: t.ms)
     entry = tuning.key(facts, dtype, layout, m, n, k, alignment(a, b))

@@ -128,3 +128,28 @@ def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cach
                 {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
     tuned = matmul.configure(a, b, "bfloat16", H200)
     assert (tuned.splits, tuned.stages, tuned.defines) == (1, 3, gemm_tune.PAIRED)
+
+
+def test_tuning_tries_stream_k_both_ways_where_a_last_wave_can_be_shared_and_gemm_follows_the_record(cache):
+    from asynccopy.bench import gemm_tune
+
+    a, b = _m(8192, 8192), _m(8192, 8192)  # 2048 tiles of 128 x 256: stream-K by default at that tile
+    base = matmul.configure(a, b, "bfloat16", H200)
+    assert base.tile == (128, 256) and base.stream_k
+    configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
+    for tile in matmul.KERNELS["wgmma"].tiles:
+        at = [c for c in configs if c.tile == tile and c.splits == 1 and not c.defines]
+        tiles = -(-8192 // tile[0]) * -(-8192 // tile[1])
+        shared = matmul.stream_k_plan(tiles, 128, H200.sm_count)[0] > 0
+        assert {c.stream_k for c in at} == ({True, False} if shared else {False})
+        # each stage count once each way; the default's choice among them
+        assert len(at) == len({c.stages for c in at}) * (2 if shared else 1)
+    entry = tuning.key(H200, "bfloat16", "nn", 8192, 8192, 8192)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": False,
+                        "stream_k": False})
+    assert not matmul.configure(a, b, "bfloat16", H200).stream_k  # the record ran without it
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 4, "splits": 1, "stream_k": True})
+    tuned = matmul.configure(a, b, "bfloat16", H200)
+    assert (tuned.tile, tuned.stages, tuned.stream_k) == ((128, 128), 4, True)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1})  # an older record
+    assert matmul.configure(a, b, "bfloat16", H200).stream_k  # the default's rule then

@@ -51,13 +51,19 @@ def test_the_plan_check_sets_the_models_stage_count_against_the_sweep():
     rows = [_row("wgmma", ms, s, shape) for s, ms in ((2, 2.35), (3, 1.36), (4, 1.45))]
     rows += [_row("cuBLAS", 1.37, shape=shape), _row("mma", 3.8, 4, shape)]  # one stage count: nothing to check
     for r in rows:
-        r.config = "tile 128x256" if r.impl == "wgmma" else ""
+        r.config = "tile 128x256 stream-K" if r.impl == "wgmma" else ""
     plans = gemm_bench.plan_check(GemmBench(facts.as_dict(), "bfloat16", rows), memory=None)
     assert len(plans) == 1
     p = plans[0]
     rec = gemm_kernels.KERNELS["wgmma"]
     per_sm = gemm_kernels.k_blocks_per_sm(rec, (128, 256), *shape, facts.sm_count)
-    assert per_sm == 16 * 128 and p.k_block_ns == pytest.approx(1.36e6 / per_sm)  # 2048 tiles / 132 SMs -> 16
+    # 2048 tiles / 132 SMs: 15 whole tiles each and a 1 / 132 share of the last 68 tiles' k-blocks (16 tiles without)
+    assert per_sm == 15 * 128 + -(-68 * 128 // 132) and p.k_block_ns == pytest.approx(1.36e6 / per_sm)
+    assert gemm_kernels.k_blocks_per_sm(rec, (128, 256), *shape, facts.sm_count, stream_k=False) == 16 * 128
+    for r in rows:
+        r.config = "tile 128x256" if r.impl == "wgmma" else ""
+    dp = gemm_bench.plan_check(GemmBench(facts.as_dict(), "bfloat16", rows), memory=None)[0]
+    assert dp.k_block_ns == pytest.approx(1.36e6 / (16 * 128))  # the rows' own configuration, not the default's
     want = gemm_kernels.plan_stages(rec, (128, 256), "bfloat16", facts, k_block_ns=p.k_block_ns, memory=None)
     assert p.planned == want.recommended and 3 <= p.planned <= 4  # never the starving 2
     assert p.best_stages == 3 and p.ratio == pytest.approx({3: 1.0, 4: 1.45 / 1.36}[p.planned])
@@ -104,5 +110,6 @@ def test_a_kernel_row_names_its_tile_split_and_pairs():
 
     assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs"
     assert config_label(matmul.configure(m(4096, 4096), m(4096, 4096), "bfloat16", facts)) == "tile 128x256"
+    assert config_label(matmul.configure(m(8192, 8192), m(8192, 8192), "bfloat16", facts)) == "tile 128x256 stream-K"
     split = matmul.configure(m(256, 16384), m(16384, 256), "bfloat16", facts)
     assert split.splits > 1 and config_label(split) == f"tile {split.tile[0]}x{split.tile[1]} x{split.splits}"
