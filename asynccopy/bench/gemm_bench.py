@@ -95,7 +95,7 @@ def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream,
     if tuned is not None:
         t = tuned.best
         out.append(("tuned", f"{t.kernel} {t.tile[0]}x{t.tile[1]}" + (f" x{t.splits}" if t.splits > 1 else "")
-                    + (" pairs" if t.paired else ""),
+                    + (" pairs" if t.paired else "") + (" stream-K" if t.stream_k else ""),
                     t.stages, lambda i: matmul.gemm(ops.a[i], ops.b[i], out=ops.c[i], stream=stream)))
     from . import triton_gemm
 
