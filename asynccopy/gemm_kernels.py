@@ -219,8 +219,8 @@ def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
     so no SM idles at the end; where that rest is under half the SMs one more wave joins it, so that a tile
     is cut into two pieces at most (a block then holds one to one and a half tiles' k-blocks). With fewer tiles
     than SMs every tile is shared, by up to MAX_STREAM_K_PIECES blocks each. A block's share holds at least
-    MIN_STREAM_K_BLOCKS k-blocks; (0, blocks) where stream-K has nothing to share. Whether it pays is
-    stream_k_pays'."""
+    MIN_STREAM_K_BLOCKS k-blocks; (0, blocks) where stream-K has nothing to share. Whether it pays:
+    stream_k_pays."""
     if tiles > sms:
         rest = tiles % sms
         region = rest if 2 * rest >= sms else rest + sms

@@ -35,7 +35,8 @@ from .gemm_kernels import (
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 __all__ = ["DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
-           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_pays", "stream_k_plan", "why_not"]
+           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default", "stream_k_pays",
+           "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -136,11 +137,16 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     if rec.pairs_share_b((bm, bn), a, b, splits):
         paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
         cfg = replace(cfg, stages=paired, defines=PAIRED)
-    elif rec.stream_k and splits == 1:
-        # the last wave's tiles shared out, where the SMs they leave idle cost more than the sharing
-        cfg = replace(cfg, stream_k=stream_k_pays(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk),
-                                                  facts.sm_count))
+    else:
+        cfg = replace(cfg, stream_k=stream_k_default(rec, a, b, (bm, bn), splits, facts.sm_count))
     return cfg
+
+
+def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int], splits: int, sms: int) -> bool:
+    """Whether this tile of A x B shares its last wave out by default (one split, a kernel that can): where the
+    SMs that wave leaves idle cost more than the sharing (gemm_kernels.stream_k_pays)."""
+    return (rec.stream_k and splits == 1
+            and stream_k_pays(-(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk), sms))
 
 
 def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | None:
@@ -163,9 +169,10 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
         pair = pair and bool(record["paired"])
     if pair:
         return replace(cfg, defines=PAIRED, stream_k=False)
-    if record.get("stream_k") is not None and cfg.record.stream_k and cfg.splits == 1:  # and whether it shared out
-        return replace(cfg, defines=(), stream_k=bool(record["stream_k"]))  # its last wave (else the default's rule)
-    return replace(cfg, defines=())
+    # and whether it shared its last wave out (a record from before stream-K: the default's rule)
+    sk = stream_k_default(cfg.record, a, b, cfg.tile, cfg.splits, facts.sm_count)
+    sk = bool(record.get("stream_k", sk)) and cfg.record.stream_k and cfg.splits == 1
+    return replace(cfg, defines=(), stream_k=sk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
-from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count, stream_k_pays, stream_k_plan
-from ..matmul import PAIRED, check_operands, configure, launch, matrix, why_not
+from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count, stream_k_plan
+from ..matmul import PAIRED, check_operands, configure, launch, matrix, stream_k_default, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
 
@@ -62,16 +62,16 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
         first = configure(a, b, base.out_dtype, facts, kernel=name)
         for tile in rec.tiles_for(first.align):
             fit = min(rec.max_stages(tile, facts.smem_per_block_optin, itemsize(base.dtype)), rec.max_stages_default)
+            tiles, kb = -(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk)
             splits = {1}
             if rec.split_k:
-                s = split_count(-(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk), facts.sm_count)
+                s = split_count(tiles, kb, facts.sm_count)
                 splits |= {s, max(1, s // 2)}
-            tiles, kb = -(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk)
             shared = rec.stream_k and stream_k_plan(tiles, kb, facts.sm_count)[0] > 0
             for stages in sorted({1, *range(2, fit + 1)}):
                 for sp in sorted(splits):
                     # stream-K as the default would take it for this tile, and (one split) the other way too
-                    default_sk = rec.stream_k and sp == 1 and stream_k_pays(tiles, kb, facts.sm_count)
+                    default_sk = stream_k_default(rec, a, b, tile, sp, facts.sm_count)
                     alone = replace(first, tile=tile, stages=stages, splits=sp, defines=(), stream_k=default_sk)
                     out.append(alone)
                     if shared and sp == 1:

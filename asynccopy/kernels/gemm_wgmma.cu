@@ -20,8 +20,8 @@
 // Stream-K (sk_tiles > 0, one split, no cluster): the last sk_tiles tiles' k-blocks are shared out among all
 // blocks after their whole tiles (Schedule; asynccopy/gemm.cuh); a piece that starts inside a tile leaves its f32
 // accumulators in `partials` under a flag, which the tile's owner waits for and adds in before it stores.
-// setmaxnreg moves registers from the producer (40) to the consumers (232). Tiles are visited in groups of GROUP_M tile-rows so that concurrently running
-// blocks share A and B tiles in L2.
+// setmaxnreg moves registers from the producer (40) to the consumers (232). Tiles are visited in groups of
+// GROUP_M tile-rows so that concurrently running blocks share A and B tiles in L2.
 // Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
 //   A: A_MN = 0: [BM][BK]          (rows of 64 k = 128 bytes)
 //      A_MN = 1: [BM / 64][BK][64] (panels of 64 m, one per consumer)
@@ -186,7 +186,7 @@ struct Schedule {
         const long long at = ac::stream_k_begin(first, step_, sk_tiles, k_blocks_);
         sk_j = static_cast<int>(at / k_blocks_);
         sk_kb = static_cast<int>(at - static_cast<long long>(sk_j) * k_blocks_);
-        // a share is at most max(1.5 tiles, a tile / MAX_STREAM_K_PIECES ...) of k-blocks: an int
+        // a share holds at most one and a half tiles' k-blocks (gemm_kernels.stream_k_plan): an int
         sk_left = static_cast<int>(ac::stream_k_begin(first + 1, step_, sk_tiles, k_blocks_) - at);
     }
 
@@ -200,8 +200,8 @@ struct Schedule {
             return true;
         }
         if (sk_left <= 0) return false;
-        int kb0, kb1;
-        unit_coords(dp_tiles + sk_j, tiles, rows, cols, 1, k_blocks, p.tm, p.tn, kb0, kb1, rank);
+        int whole0, whole1;  // the tile's whole range, unused: the share sets the piece's
+        unit_coords(dp_tiles + sk_j, tiles, rows, cols, 1, k_blocks, p.tm, p.tn, whole0, whole1, rank);
         p.kb0 = sk_kb;
         p.kb1 = k_blocks - sk_kb < sk_left ? k_blocks : sk_kb + sk_left;
         p.split = 0;
