@@ -165,9 +165,40 @@ struct Operand {
         return valid > 0 ? g + go * ld + gi : g;
     }
 
+    // Copy j + 1 lies STEP tile rows below copy j. Where STEP is a multiple of 8 the swizzle of a row (its low
+    // three bits, or bits 1-2 for rows of 64 bytes) is the same for all of a thread's copies, so they sit at
+    // one shared offset plus j * STEP rows (an immediate) and at one global address plus j * STEP * ld.
+    static constexpr int STEP = THREADS / PER_ROW;
+    static constexpr bool STRIDED = ASYNC && THREADS % PER_ROW == 0 && STEP % 8 == 0;
+
+    // Slice kt lies wholly inside the matrix: no copy needs a bound.
+    __device__ __forceinline__ bool whole(int kt) const
+    {
+        const int outer_end = MN_MAJOR ? (kt + 1) * BK : mn0 + ROWS;
+        const int inner_end = MN_MAJOR ? mn0 + ROWS : (kt + 1) * BK;
+        return outer_end <= outer_n && inner_end <= inner_n;
+    }
+
     // ALIGN >= 4: slice kt into `tile` by cp.async (the caller commits).
+    // Why two paths: with bounds, each copy's address is a 64-bit product and three compares (about 25
+    // instructions; 12 copies a thread and slice at 128 x 256 were 300 of the loop's 550 instructions a warp,
+    // issued by all warps at once after the barrier while the tensor cores waited). A slice inside the matrix
+    // takes one address a slice and a 64-bit add a copy.
     __device__ __forceinline__ void copy_async(unsigned char* tile, int kt) const
     {
+        if constexpr (STRIDED) {
+            if (whole(kt)) {
+                int row, col, valid;
+                position(0, row, col);
+                const T* src = source(kt, row, col, valid);
+                unsigned char* dst = tile + swizzled<ROW_BYTES>(row, 2 * col);
+                const long long step = STEP * ld;
+#pragma unroll
+                for (int j = 0; j < COPIES; ++j)
+                    ac::cp_async<ALIGN, ALIGN == 16>(dst + j * STEP * ROW_BYTES, src + j * step);
+                return;
+            }
+        }
 #pragma unroll UNROLL
         for (int j = 0; j < COPIES; ++j) {
             int row, col, valid;
