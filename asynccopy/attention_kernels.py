@@ -122,7 +122,10 @@ KERNELS: dict[str, AttentionKernel] = {
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
                         "attention_mma.cu", "attention_mma", (8, 0), DTYPES, (64, 128), (128, 64), 256,
-                        ("LDGSTS", "LDSM", "HMMA"), (3, 3),
+                        # 2 stages at head dim 128: 2-4% faster than 3 without the mask, even with it (H200,
+                        # 2026-12-02, bf16, B 4 x H 16, one run each: 8192 314 vs 303 TFLOP/s, 16384 27.4 vs 28.2
+                        # ms, GQA 32/8 13.8 vs 14.2 ms, 2048 / 4096 causal within 0.3%); at 64, 2 and 3 alike
+                        ("LDGSTS", "LDSM", "HMMA"), (3, 2),
                         # 32 rows a warp at head dim 64 (H200, 2026-12-02, bf16, B 4 x H 16, 3 stages, TFLOP/s,
                         # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
                         # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers

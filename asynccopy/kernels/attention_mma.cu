@@ -34,7 +34,7 @@
 //   Epilogue: each row's sum over its 4 threads, O / sum rounded to T and stored in pairs (rows past
 //   q_len skipped); the log-sum-exp from the same max and sum.
 // Shared memory (dynamic, STAGES * 2 * BN * D * 2 bytes: D = 64 16 KiB a stage, D = 128 32 KiB; the
-// default 3 stages 48 / 96 KiB, so that 3 stages fit the 99 KiB of CC 8.6 / 8.9 too):
+// default 3 stages at D = 64 (48 KiB) and 2 at D = 128 (64 KiB; 3 would fit the 99 KiB of CC 8.6 / 8.9 too):
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
 //   Q [BM][D] (as large as one stage) in stage STAGES - 1 until it is in registers (MW = 1), or in its own
 //   [BM][D] after the stages (MW = 2: STAGES x stage + BM x D x 2 bytes).
