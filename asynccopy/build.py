@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -181,6 +182,18 @@ class Module:
     def sass(self) -> str:
         """The SASS of this cubin (cuobjdump; works without a GPU)."""
         return disassemble(self.cubin)
+
+    def registers(self, name: str) -> int:
+        """Registers a thread of kernel ``name`` (an ``extern "C"`` name or a compiled name expression) takes, from
+        the cubin's resource usage (cuobjdump; works without a GPU): what bounds the blocks an SM holds."""
+        usage = self._loaded.get("registers")
+        if usage is None:
+            text = disassemble(self.cubin, what="--dump-resource-usage")
+            usage = self._loaded["registers"] = {f: int(r) for f, r in re.findall(r"Function ([^\s:]+):\s+REG:(\d+)", text)}
+        symbol = self.symbol_mapping.get(name, name)
+        if symbol not in usage:
+            raise CompileError(f"{self.name} has no kernel {name!r} (it has {', '.join(sorted(usage)) or 'none'})")
+        return usage[symbol]
 
 
 HANG_ENV = "ASYNCCOPY_HANG_TIMEOUT_MS"

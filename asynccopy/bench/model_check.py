@@ -121,18 +121,27 @@ def _tiles_per_block(result: StreamBench, sm_count: int, resident: int | None = 
     return per_block * max(1.0, grid / (sm_count * (resident or result.blocks_per_sm)))
 
 
-def resident_blocks(result: StreamBench, dev: DeviceFacts, stages: int, threads: int) -> int:
+def resident_blocks(result: StreamBench, dev: DeviceFacts, stages: int, threads: int, regs: int | None = None) -> int:
     """The blocks an SM holds at once at this stage count: the run's blocks_per_sm, or fewer where the
-    stages' shared memory (or the threads) allow fewer (the planner's occupancy)."""
+    stages' shared memory, the threads or the kernel's ``regs`` a thread allow fewer (the planner's occupancy)."""
     rows = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=threads, device=dev,
-                        blocks_per_sm=result.blocks_per_sm, max_stages=stages, static_smem=1024).rows
+                        blocks_per_sm=result.blocks_per_sm, max_stages=stages, static_smem=1024,
+                        regs_per_thread=regs).rows
     return max(1, rows[stages - 1].blocks_per_sm)
+
+
+def registers(result: StreamBench) -> dict[str, dict[int, int | None]]:
+    """Each variant's registers a thread by stage count, as the run recorded them (None: not recorded)."""
+    out: dict[str, dict[int, int | None]] = {}
+    for r in result.rows:
+        out.setdefault(r.label, {})[r.stages] = r.regs
+    return out
 
 
 def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBench,
                  ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None,
-                 threads: int | None = None) -> float:
-    resident = resident_blocks(result, dev, stages, threads or result.threads)
+                 threads: int | None = None, regs: int | None = None) -> float:
+    resident = resident_blocks(result, dev, stages, threads or result.threads, regs)
     tiles = _tiles_per_block(result, dev.sm_count, resident)
     bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
@@ -158,6 +167,7 @@ def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str
             groups.setdefault((r.label, r.intensity), {})[r.stages] = r.ms
             producers[r.label] = r.producers
     rows = []
+    regs = registers(result)
     for (label, k), by_stages in sorted(groups.items()):
         extra_threads = 32 * producers[label]
         ov = overheads.get(label)
@@ -166,11 +176,12 @@ def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str
         costs = NO_COSTS if ov is None else ov.costs(k)
         p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
                          device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
-                         max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs, memory=memory)
+                         max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs, memory=memory,
+                         regs_per_thread=regs[label])
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory, result.threads + extra_threads) - ms) / ms
-                  for s, ms in by_stages.items()]
+        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory, result.threads + extra_threads,
+                                   regs[label].get(s)) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows
@@ -236,6 +247,7 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), dpi=110, squeeze=False)
     colors = plt.get_cmap("viridis")([i / max(1, len(intensities) - 1) * 0.9 for i in range(len(intensities))])
     threads = {r.label: result.threads + 32 * r.producers for r in result.rows}  # as check() counts them
+    regs = registers(result)
     for ax, label in zip(axes.flat, labels):
         ov = overheads.get(label)
         for color, k in zip(colors, intensities):
@@ -245,8 +257,8 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
             stages = [s for s, _ in pts]
             compute = ov.compute_ns(k) if ov else compute_ns[k]
             ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label]) for s in stages], "--",
-                    color=color, lw=1)
+            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label], regs[label].get(s))
+                             for s in stages], "--", color=color, lw=1)
             at = dict(pts).get(planned.get((label, k)))
             if at is not None:
                 ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import device, mechanism, stream
 from ..buffers import Scratch
-from ..errors import ArgumentError, AsyncCopyError
+from ..errors import ArgumentError, AsyncCopyError, CompileError
 from .harness import Case, Workspace, default_progress, sweep, workspace
 
 DEFAULT_STAGES = (1, 2, 3, 4, 6, 8)
@@ -33,6 +33,7 @@ class Row:
     speedup_vs_sync: float | None = None
     samples_ms: list[float] = field(default_factory=list, repr=False)
     producers: int = 0  # producer warps beside the computing threads (warp-specialized kernels)
+    regs: int | None = None  # registers a thread of the kernel takes (what bounds the blocks an SM holds)
 
 
 @dataclass
@@ -142,7 +143,7 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
         gbps = 2 * 4 * ws.n / (ms * 1e-3) / 1e9
         rows.append(Row(cfg.mechanism, cfg.label(), cfg.stages, cfg.vec, cfg.cache,
                         cfg.expected_sass(facts.arch) or SYNC_OP, t.point, ms, gbps, 100 * gbps / ws.copy_gbps,
-                        samples_ms=t.samples, producers=cfg.producers))
+                        samples_ms=t.samples, producers=cfg.producers, regs=registers(cfg, facts.arch)))
     base = mechanism.baseline()
     sync_ms = {r.intensity: r.ms for r in rows if r.mechanism == base}
     for r in rows:
@@ -150,6 +151,16 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
             r.speedup_vs_sync = sync_ms[r.intensity] / r.ms
     return StreamBench(facts.as_dict(), ws.n, cfgs[0].tile if cfgs else 0, cfgs[0].threads if cfgs else 0,
                        blocks_per_sm, ws.copy_ms, ws.copy_gbps, rows)
+
+
+def registers(cfg: stream.StreamConfig, arch: str) -> int | None:
+    """Registers a thread of cfg's kernel takes on ``arch`` (None where cuobjdump is missing): the planner and the
+    model check count the blocks an SM can hold with them (the LDGSTS kernels' 194-234 at tile 8192 x 256 threads
+    leave room for one block where the shared memory has room for two)."""
+    try:
+        return cfg.compile(arch).registers(cfg.name_expression())
+    except CompileError:
+        return None
 
 
 def balanced_intensity(rows: list[Row]) -> int | None:

@@ -145,14 +145,16 @@ CACHED = "cached"  # plan's default memory: the device's calibrated curve where 
 COVERED_RATE = 0.9  # with a memory curve, the bytes in flight "needed" are those that give this share of its rate
 
 
-def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = None,
+def plan(operands, *, threads: int, device=None, regs_per_thread=None,
          compute_ns: float | None = None, blocks_per_sm: int | None = None, max_stages: int = 16,
          static_smem: int = 0, tiles: int = 64, costs: KernelCosts = NO_COSTS, memory=CACHED,
          bandwidth: float | None = None) -> Plan:
     """Plan the stage count for tiles of ``operands`` (Operand objects or "A:128x32:bf16" strings).
 
     ``device``: a table name ("H200", "A100-40GB", ...), DeviceFacts (live or tabled), or None for the
-    local GPU. ``compute_ns``: compute time per tile, to predict times with the simulator.
+    local GPU. ``regs_per_thread``: the kernel's registers a thread (None: no limit), or a dict of them per stage
+    count (a kernel's build for each; stage counts it lacks: no limit). ``compute_ns``: compute time per tile, to
+    predict times with the simulator.
     ``blocks_per_sm``: cap the blocks per SM (the tile-stream benchmark runs 1). ``costs``: the
     kernel's own costs and order, for the simulator (asynccopy.model.simulate.KernelCosts).
     ``memory``: how the memory system answers load (asynccopy.model.memory): a MemoryCurve, None for the
@@ -171,8 +173,7 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     max_stages = check_int(max_stages, "max_stages", 1, MAX_PLANNED_STAGES)
     static_smem = check_int(static_smem, "static_smem", 0, 1 << 30)
     tiles = check_int(tiles, "tiles", 1, 1 << 20)
-    if regs_per_thread is not None:
-        regs_per_thread = check_int(regs_per_thread, "regs_per_thread", 1, 255)
+    regs_per_thread = _check_regs(regs_per_thread)
     if blocks_per_sm is not None:
         blocks_per_sm = check_int(blocks_per_sm, "blocks_per_sm", 1, 64)
     if compute_ns is not None:
@@ -206,6 +207,13 @@ def plan(operands, *, threads: int, device=None, regs_per_thread: int | None = N
     return result
 
 
+def _check_regs(regs):
+    """None, registers a thread, or {stage count: registers a thread} (a figure of None is left out)."""
+    if isinstance(regs, dict):
+        return {int(k): check_int(v, "regs_per_thread", 1, 255) for k, v in regs.items() if v is not None}
+    return None if regs is None else check_int(regs, "regs_per_thread", 1, 255)
+
+
 def _rows(dev, stage, static_smem, threads, regs, blocks_per_sm, max_stages, needed,
           refills: bool = False) -> list[StageRow]:
     """A row per stage count: its shared memory, whether it fits, blocks per SM and bytes in flight."""
@@ -213,7 +221,8 @@ def _rows(dev, stage, static_smem, threads, regs, blocks_per_sm, max_stages, nee
     for s in range(1, max_stages + 1):
         smem = s * stage + static_smem
         fits = smem <= dev.smem_per_block_optin
-        b, limiter = _blocks_per_sm(dev, smem, threads, regs, blocks_per_sm) if fits else (0, "shared memory")
+        r = regs.get(s) if isinstance(regs, dict) else regs
+        b, limiter = _blocks_per_sm(dev, smem, threads, r, blocks_per_sm) if fits else (0, "shared memory")
         flight = (s if refills else s - 1) * stage * b
         rows.append(StageRow(s, smem, fits, b, limiter, b * -(-threads // 32) * 32 / dev.max_threads_per_sm, flight,
                              flight / needed if needed else 0.0))

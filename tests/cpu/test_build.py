@@ -114,3 +114,17 @@ def test_read_kernel_takes_a_package_name_or_a_path_of_your_own(tmp_path):
 def test_toolchain_versions_are_known():
     tc = build.toolchain()
     assert tc["nvrtc"].count(".") == 1 and tc["cccl"] != "unknown" and tc["cuda_runtime_headers"] != "unknown"
+
+
+def test_a_modules_kernels_say_their_registers():
+    """Registers a thread, read from the cubin (what bounds the blocks an SM holds), by name expression."""
+    from asynccopy import stream
+
+    cfg = stream.StreamConfig.make("ldgsts", 2, tile=8192, threads=256, vec=16, cache="ca")
+    module = cfg.compile("sm_90a")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    regs = module.registers(cfg.name_expression())
+    assert 0 < regs <= 255 and f"REG:{regs} " in usage
+    assert module.registers(cfg.name_expression(4)) > 0  # every compiled stage count has its own
+    with pytest.raises(CompileError, match="has no kernel"):
+        module.registers("no_such_kernel")

@@ -56,6 +56,17 @@ def test_occupancy_limiters(kwargs, blocks, limiter):
     assert (p.row(1).blocks_per_sm, p.row(1).limiter) == (blocks, limiter)
 
 
+def test_registers_may_differ_by_stage_count():
+    # a kernel's builds for different stage counts take different registers (H200, tile 8192 x 256 threads:
+    # ldgsts vec16 192 at 3 stages, 230 at 2 and 4; vec4 128 at 2-3): each row holds the blocks its own build
+    # allows, and a stage count without a figure those the shared memory allows
+    p = planner.plan(["t:8192:f32"], threads=256, device="H200", max_stages=3, blocks_per_sm=2,
+                     regs_per_thread={2: 128, 3: 236})
+    assert [(r.blocks_per_sm, r.limiter) for r in p.rows] == [(2, "requested"), (2, "requested"), (1, "registers")]
+    with pytest.raises(ArgumentError, match="regs_per_thread"):
+        planner.plan(["t:8192:f32"], threads=256, device="H200", regs_per_thread={2: 300})
+
+
 def test_compute_time_picks_the_smallest_sufficient_stage_count():
     # compute-bound: one prefetched tile hides the load
     slow = planner.plan(["tile:4096:f32"], threads=256, device="H200", blocks_per_sm=1, compute_ns=3000, max_stages=6)
