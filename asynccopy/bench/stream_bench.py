@@ -155,7 +155,7 @@ def run(cfgs: list[stream.StreamConfig], intensities=DEFAULT_INTENSITIES, *, siz
 
 def registers(cfg: stream.StreamConfig, arch: str) -> int | None:
     """Registers a thread of cfg's kernel takes on ``arch`` (None where cuobjdump is missing): the planner and the
-    model check count the blocks an SM can hold with them (the LDGSTS kernels' 194-234 at tile 8192 x 256 threads
+    model check count the blocks an SM can hold with them (the LDGSTS kernels' 192-230 on the H200 at tile 8192 x 256 threads
     leave room for one block where the shared memory has room for two)."""
     try:
         return cfg.compile(arch).registers(cfg.name_expression())

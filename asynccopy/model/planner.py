@@ -210,7 +210,8 @@ def plan(operands, *, threads: int, device=None, regs_per_thread=None,
 def _check_regs(regs):
     """None, registers a thread, or {stage count: registers a thread} (a figure of None is left out)."""
     if isinstance(regs, dict):
-        return {int(k): check_int(v, "regs_per_thread", 1, 255) for k, v in regs.items() if v is not None}
+        return {check_int(k, "a stage count of regs_per_thread", 1, MAX_PLANNED_STAGES): check_int(v, "regs_per_thread", 1, 255)
+                for k, v in regs.items() if v is not None}
     return None if regs is None else check_int(regs, "regs_per_thread", 1, 255)
 
 

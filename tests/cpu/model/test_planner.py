@@ -65,6 +65,8 @@ def test_registers_may_differ_by_stage_count():
     assert [(r.blocks_per_sm, r.limiter) for r in p.rows] == [(2, "requested"), (2, "requested"), (1, "registers")]
     with pytest.raises(ArgumentError, match="regs_per_thread"):
         planner.plan(["t:8192:f32"], threads=256, device="H200", regs_per_thread={2: 300})
+    with pytest.raises(ArgumentError, match="a stage count of regs_per_thread"):
+        planner.plan(["t:8192:f32"], threads=256, device="H200", regs_per_thread={0: 128})
 
 
 def test_compute_time_picks_the_smallest_sufficient_stage_count():
