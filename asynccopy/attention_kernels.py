@@ -320,3 +320,42 @@ def consumers_for_problem(rec: AttentionKernel, head_dim: int, q_len: int, k_len
                          rec.block_overhead) / speed
 
     return min([(default, 1.0), *options], key=lambda o: time(*o))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The key split of the last wave (the TMA kernel without the mask)
+
+# a piece's cost of writing its partial (O, max and sum: 4 x (head_dim + 8) bytes a query) and the last piece's of
+# reading one back, in key tiles: the partial is a third of a K/V tile's bytes at head dim 128, two thirds at 64,
+# read from L2 at about an SM's 64 bytes a clock, where a key tile's products take 1.7-2.2 us (H200)
+PARTIAL_TILES = 0.3
+MAX_PIECES = 32
+
+
+@functools.lru_cache(maxsize=1024)
+def tail_split(items: int, kv_tiles: int, sms: int, overhead: float) -> int:
+    """Pieces to cut each item of the grid's last wave into along its key tiles (1: none). Items are equal
+    (no causal mask) and run in waves of ``sms``: the ``rest = items % sms`` of the last wave leave the other SMs
+    idle for a whole item of ``kv_tiles + overhead`` key tiles. Cut into p pieces they take
+    ceil(rest p / sms) rounds of kv_tiles / p + overhead + a partial's write, and the last piece reads the p - 1
+    others back; the p of the least time, where it beats the whole item."""
+    rest = items % sms
+    if rest == 0 or kv_tiles < 2 or sms < 2:
+        return 1
+    best, best_time = 1, kv_tiles + overhead
+    for p in range(2, min(kv_tiles, MAX_PIECES) + 1):
+        t = -(-rest * p // sms) * (kv_tiles / p + overhead + PARTIAL_TILES) + PARTIAL_TILES * (p - 1)
+        if t < best_time:
+            best, best_time = p, t
+    return best
+
+
+def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: int, sms: int) -> tuple[int, int]:
+    """(items, pieces): the last ``items`` of the TMA kernel's grid (the last wave's) cut into ``pieces`` ranges
+    of their key tiles each, as tail_split gives them; (0, 1) with the causal mask (its grid runs the short
+    tiles last), for a trace (which follows whole items) or a pointer kernel."""
+    if cfg.causal or cfg.trace or cfg.record.operands != "tma":
+        return 0, 1
+    items = -(-q_len // cfg.tile[0]) * heads * batch
+    pieces = tail_split(items, -(-k_len // cfg.tile[1]), sms, cfg.record.block_overhead)
+    return (items % sms, pieces) if pieces > 1 else (0, 1)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import arrays, build, device
+from . import arrays, build, device, workspace
 from .attention_kernels import (
     CONSUMERS_KNOB,
     DTYPES,
@@ -36,6 +36,7 @@ from .attention_kernels import (
     AttentionConfig,
     AttentionKernel,
     consumers_for_problem,
+    key_split,
 )
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_float, check_int
@@ -239,9 +240,10 @@ def _kernel(cfg: AttentionConfig, arch: str, hang_ns: int):
 
 
 def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-           scale: float, *, stream, facts, trace_ptr: int = 0) -> None:
+           scale: float, *, stream, facts, trace_ptr: int = 0, split: tuple[int, int] | None = None) -> None:
     """out (and lse at lse_ptr, 0: none) from checked arrays; nothing to do for an empty output. A traced
-    configuration (TMA kernels) takes its trace buffer at ``trace_ptr``."""
+    configuration (TMA kernels) takes its trace buffer at ``trace_ptr``. ``split`` (TMA kernels, no causal
+    mask): (the grid's last items cut along their keys, pieces each) in place of attention_kernels.key_split's."""
     if 0 in (p.batch, p.heads, p.q_len):
         return
     if cfg.trace != bool(trace_ptr):
@@ -251,7 +253,8 @@ def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4,
                             f"tiles need {cfg.smem_bytes} bytes of shared memory a block and {cfg.record.smem_reserve} "
                             f"beside; {facts.name} allows {facts.smem_per_block_optin}")
     if cfg.record.operands == "tma":
-        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts, trace_ptr=trace_ptr)
+        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts, trace_ptr=trace_ptr,
+                    split=split)
         return
     strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
@@ -307,16 +310,27 @@ def _map(t: Tensor4, rows: int):
 
 
 def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-                scale: float, *, stream, facts, trace_ptr: int = 0) -> None:
+                scale: float, *, stream, facts, trace_ptr: int = 0, split: tuple[int, int] | None = None) -> None:
     """The TMA kernel: Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each
-    consumer warpgroup stores its own) x 64 columns of head_dim."""
+    consumer warpgroup stores its own) x 64 columns of head_dim; the last wave's items cut along their keys
+    (attention_kernels.key_split), their pieces' partials and counters in the stream's workspace."""
     bm, bn = cfg.tile
     maps = (_map(q, bm), _map(k, bn), _map(v, bn), _map(out, 64))
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    grid = (-(-p.q_len // bm), p.heads, p.batch)
+    items = -(-p.q_len // bm) * p.heads * p.batch
+    tail, pieces = key_split(cfg, p.q_len, p.k_len, p.heads, p.batch, facts.sm_count) if split is None else split
+    tail, pieces = min(tail, items, workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))
+    counter = partial = 0
+    if pieces > 1 and tail > 0:
+        grid = (items - tail + tail * pieces, 1, 1)
+        slot = 16 * 128 * (p.head_dim // 8 + 1)  # a warpgroup's O, max and sum (merge_pieces)
+        counter, partial = workspace.stream_k(facts.device_id, stream, tail * pieces * cfg.consumers * slot)
+    else:
+        grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1
     build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
-                 np.float32(scale * LOG2E), *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.threads,
-                 stream=stream, shmem=cfg.smem_bytes)
+                 np.float32(scale * LOG2E), counter, partial, np.int32(items - tail), np.int32(pieces),
+                 *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.threads, stream=stream,
+                 shmem=cfg.smem_bytes)
 
 
 LOG2E = 1.4426950408889634

@@ -22,7 +22,10 @@
 // the next product (the accumulator layout of 16 columns is the register A layout of a k16 step:
 // wgmma.cuh, WgmmaRS); O (64 x D) += P V by BN / 16 wgmma m64nDk16 with V MN-major in shared memory;
 // K and V handed back (one arrival per consumer warp each). Causal blocks skip the key tiles wholly past
-// their last query, and the grid runs the longest query tiles first (asynccopy/attention.cuh).
+// their last query, and the grid runs the longest query tiles first (asynccopy/attention.cuh). Without the
+// mask the launch may cut each item (query tile, head, batch) of the grid's last wave into `pieces` ranges
+// of its key tiles, one block each (a 1-D grid: whole_items whole items first), merged by the last piece to
+// finish (merge_pieces, through split_partial and split_counter: a workspace the launch keeps per stream).
 // Epilogue: O / l rounded to T into the consumer's own rows of Q's buffer (the same 128B-swizzled
 // [64][128 bytes] boxes the map describes), then TMA stores of 64 rows x 64 columns; rows past q_len
 // are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240
@@ -218,6 +221,63 @@ __device__ __forceinline__ void pack_p(unsigned (&pa)[BN / 16][4], const float (
     }
 }
 
+// A piece of a key-split item (the launch cuts each item of the grid's last wave into `pieces` ranges of its
+// key tiles, so that the last wave's SMs are not left idle; asynccopy.attention_kernels.tail_split): warpgroup
+// w writes its unnormalised O, running max m (log2 units) and sum l to its slot of `partial`, and the last of
+// the item's pieces to arrive on its counter (atom.acq_rel.gpu after the warpgroup's barrier) adds the
+// others' in, O = sum_p 2^(m_p - M) O_p and l likewise with M the rows' max, lowers the counter for the next
+// launch and returns true (it stores the rows); the others return false. Nothing waits on another block, so
+// the pieces may run in any order. A slot is [D / 8 + 1][128 threads][4] floats (O, then m0 m1 l0 l1): each
+// warp's float4 stores coalesce.
+template <int D>
+__device__ __forceinline__ bool merge_pieces(float (&acc_o)[D / 2], float (&m)[2], float (&l)[2], int* counter,
+                                             float* partial, int tail, int piece, int pieces, int consumers, int w,
+                                             int t, int* last)
+{
+    constexpr int QUADS = D / 8 + 1;  // float4s a thread: its O registers, then (m, l)
+    auto slot = [&](int p) {
+        const long long at = (static_cast<long long>(tail) * pieces + p) * consumers + w;
+        return reinterpret_cast<float4*>(partial) + at * QUADS * 128 + t;
+    };
+    float4* mine = slot(piece);
+#pragma unroll
+    for (int i = 0; i < D / 2; i += 4)
+        __stcg(mine + (i / 4) * 128, make_float4(acc_o[i], acc_o[i + 1], acc_o[i + 2], acc_o[i + 3]));
+    __stcg(mine + (D / 8) * 128, make_float4(m[0], m[1], l[0], l[1]));
+    ac::named_barrier_sync(1 + w, 128);  // the warpgroup's slot is written before its arrival
+    if (t == 0) {
+        int* c = counter + tail * consumers + w;
+        last[w] = ac::counter_arrive(c) == pieces - 1;
+        if (last[w]) *c = 0;  // every piece has arrived: the next launch on this stream finds it down
+    }
+    ac::named_barrier_sync(1 + w, 128);  // thread 0 saw every other piece's arrival: their slots are complete
+    if (!last[w]) return false;
+    for (int p = 0; p < pieces; ++p) {
+        if (p == piece) continue;
+        const float4* theirs = slot(p);
+        const float4 ml = __ldcg(theirs + (D / 8) * 128);
+        const float their_m[2] = {ml.x, ml.y}, their_l[2] = {ml.z, ml.w};
+        float mine_f[2], their_f[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float new_m = fmaxf(m[r], their_m[r]);
+            mine_f[r] = m[r] == NEG_INF ? 0.0f : ac::ex2_ftz(m[r] - new_m);
+            their_f[r] = their_m[r] == NEG_INF ? 0.0f : ac::ex2_ftz(their_m[r] - new_m);
+            m[r] = new_m;
+            l[r] = l[r] * mine_f[r] + their_l[r] * their_f[r];
+        }
+#pragma unroll
+        for (int i = 0; i < D / 2; i += 4) {
+            const float4 o = __ldcg(theirs + (i / 4) * 128);  // registers i, i + 1: row 0; i + 2, i + 3: row 1
+            acc_o[i] = acc_o[i] * mine_f[0] + o.x * their_f[0];
+            acc_o[i + 1] = acc_o[i + 1] * mine_f[0] + o.y * their_f[0];
+            acc_o[i + 2] = acc_o[i + 2] * mine_f[1] + o.z * their_f[1];
+            acc_o[i + 3] = acc_o[i + 3] * mine_f[1] + o.w * their_f[1];
+        }
+    }
+    return true;
+}
+
 // Traced builds (-DASYNCCOPY_TRACE=1, asynccopy.attention_trace): per block trace::HEADER words, then per
 // K/V tile j < TRACE_TILES the producer's issue of K and of V, and per consumer warpgroup w its K there
 // (S = Q K^T starts), S done, softmax done (P in registers), V there, P V done: clock64, by one thread each.
@@ -252,8 +312,9 @@ template <class T, int D, int STAGES, int CAUSAL>
 __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     attention_wgmma(const __grid_constant__ ac::TensorMap map_q, const __grid_constant__ ac::TensorMap map_k,
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
-                    float* __restrict__ lse, int heads, int group, int q_len, int k_len,
-                    float scale_log2 AC_TRACE_PARAM)
+                    float* __restrict__ lse, int heads, int group, int q_len, int k_len, float scale_log2,
+                    int* __restrict__ split_counter, float* __restrict__ split_partial, int whole_items,
+                    int pieces AC_TRACE_PARAM)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
@@ -299,14 +360,29 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
 
     const int q_tiles = (q_len + BM - 1) / BM;
     int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    if (CAUSAL)  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
+    int tail = -1, piece = 0;  // a key-split item's index among the split ones, and this block's piece of it
+    if (CAUSAL) {  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
         ac::causal_tile(q_tiles, gridDim.y, gridDim.z, 4ll * k_len * D / group, qt, h, b);
+    } else if (pieces > 1) {  // a 1-D grid: whole_items items, then `pieces` blocks for each of the rest
+        long long item = blockIdx.x;
+        if (item >= whole_items) {
+            tail = static_cast<int>((item - whole_items) / pieces);
+            piece = static_cast<int>((item - whole_items) % pieces);
+            item = whole_items + tail;
+        }
+        qt = static_cast<int>(item % q_tiles);
+        h = static_cast<int>(item / q_tiles % heads);
+        b = static_cast<int>(item / q_tiles / heads);
+    }
     const int hk = h / group;
     const int q0 = qt * BM;
-    int kv_tiles = (k_len + BN - 1) / BN;
+    int kv_tiles = (k_len + BN - 1) / BN, kv_first = 0;  // this block's key tiles: kv_first .. + kv_tiles - 1
     if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
         const int last = min(q0 + BM, q_len) - 1;
         kv_tiles = min(kv_tiles, last / BN + 1);
+    } else if (tail >= 0) {
+        kv_first = static_cast<int>(static_cast<long long>(piece) * kv_tiles / pieces);
+        kv_tiles = static_cast<int>(static_cast<long long>(piece + 1) * kv_tiles / pieces) - kv_first;
     }
     const int warpgroup = threadIdx.x / 128;
 
@@ -329,7 +405,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, j * BN, hk, b};
+                const int at[4] = {PANEL * p, (kv_first + j) * BN, hk, b};
                 ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
             }
             ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
@@ -337,7 +413,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, j * BN, hk, b};
+                const int at[4] = {PANEL * p, (kv_first + j) * BN, hk, b};
                 ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
             }
         }
@@ -370,11 +446,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     float rescale[2];
     // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
     // one, minima for a negative one); the branch is uniform
-    auto softmax = [&](int j) {
+    auto softmax = [&](int j) {  // j: the block's own count of its key tiles
         if (scale_log2 > 0.0f)
-            softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
         else
-            softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow);
+            softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
     };
     if constexpr (!OVERLAP) {
         for (int j = 0; j < kv_tiles; ++j) {
@@ -476,6 +552,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         release(&empty_v[sl]);
     }
 
+    if (!CAUSAL && tail >= 0) {  // a piece of a key-split item: the last to finish stores the merged rows
+        __shared__ int last_piece[CONSUMERS];
+        if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, tail, piece, pieces, CONSUMERS, w, t, last_piece))
+            return;
+    }
     // lse (natural log) of the rows this quad holds, by its first thread
     if (lse != nullptr && lane % 4 == 0) {
         float* out_lse = lse + (static_cast<long long>(b) * heads + h) * q_len;

@@ -272,3 +272,29 @@ def test_the_launch_model_gives_short_causal_problems_smaller_blocks():
     assert dict(att.configure(p, H200, causal=True).defines).get(att.CONSUMERS_KNOB) == 2
     assert att.configure(p, H200, causal=True).tile == (128, 128)
     assert att.CONSUMERS_KNOB not in dict(att.configure(p, H200, causal=False).defines)
+
+
+def test_the_last_wave_is_cut_along_the_keys_where_it_leaves_sms_idle():
+    from asynccopy.attention_kernels import MAX_PIECES, PARTIAL_TILES, key_split, tail_split
+
+    # 8192 x 128, B 4 x H 16: 4096 items of 47 key tiles on 132 SMs leave 4 for a last wave
+    assert tail_split(4096, 47, 132, 3.0) > 8
+    assert tail_split(132 * 31, 47, 132, 3.0) == 1  # whole waves: nothing to cut
+    assert tail_split(5, 1, 132, 3.0) == 1  # one key tile: nothing to cut
+    assert tail_split(100, 12, 132, 3.0) == 1  # 100 of 132 SMs busy: cutting in two needs two rounds
+    for items, tiles, overhead in ((4096, 47, 3.0), (704, 16, 3.0), (2, 24, 3.0), (7, 300, 0.0), (131, 3, 3.0)):
+        rest = items % 132
+
+        def time(n, tiles=tiles, overhead=overhead, rest=rest):  # the last wave, its items in n pieces each (1: whole)
+            if n == 1:
+                return tiles + overhead
+            return -(-rest * n // 132) * (tiles / n + overhead + PARTIAL_TILES) + PARTIAL_TILES * (n - 1)
+
+        p = tail_split(items, tiles, 132, overhead)
+        assert p == min(range(1, min(tiles, MAX_PIECES) + 1), key=time)
+    p = att.check_inputs(*_qkv(b=4, hq=16, hkv=16, lq=8192, lk=8192, d=128))
+    cfg = att.configure(p, H200, causal=False)
+    tail, pieces = key_split(cfg, 8192, 8192, 16, 4, 132)
+    assert (tail, pieces) == (4, tail_split(4096, 47, 132, cfg.record.block_overhead)) and pieces > 1
+    assert key_split(att.configure(p, H200, causal=True), 8192, 8192, 16, 4, 132) == (0, 1)  # short tiles run last
+    assert key_split(att.configure(p, H200, kernel="mma", causal=False), 8192, 8192, 16, 4, 132) == (0, 1)

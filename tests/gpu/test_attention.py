@@ -258,3 +258,36 @@ def test_the_kernels_causal_block_order_is_the_launch_models(torch, grid, kv_byt
     build.launch(kernel, out.data_ptr(), np.int64(kv_bytes), grid=grid, block=32, stream=stream)
     got = [tuple(x) for x in out.view(-1, 3).cpu().tolist()]
     assert got == causal_order(*grid, kv_bytes)
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("shape, split", [
+    ((1, 2, 1, 100, 1000, 64), (2, 8)),  # every item cut, into more pieces than some ranges hold tiles
+    ((2, 3, 3, 333, 700, 128), (5, 3)),  # the last 5 of 12 items cut, the others whole
+    ((1, 4, 2, 129, 3000, 64), (8, 31)),  # pieces of one key tile, the last query tile partial
+    ((1, 1, 1, 1, 9000, 128), (1, 60)),  # one query row, more pieces than key tiles (cut to one a tile)
+], ids=lambda x: "x".join(map(str, x)))
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_items_cut_along_their_keys_merge_exactly_once(torch, facts, rng, shape, split, layout):
+    """The wgmma kernel's key split (attention_kernels.key_split; here forced): the last items' key ranges run
+    as separate blocks and the last to finish merges the others' O, max and sum. Twice in a row on one
+    stream (each launch must leave the counters down for the next), against float64, lse included."""
+    from cuda.core import Stream
+
+    from asynccopy import sdpa as att
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, shape, "bfloat16", layout, seed)
+    scale = 1.0 / math.sqrt(shape[-1])
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = att.configure(p, facts, kernel="wgmma", causal=False)
+    ref, ref_lse = _reference(torch, q, k, v, False, scale)
+    base = _torch_error(torch, q, k, v, False, scale, ref)
+    for run in range(2):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
+        to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
+        att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, split=split)
+        torch.cuda.synchronize()
+        _check(torch, out, lse, ref, ref_lse, base, f"split {split} {shape} {layout} run {run} seed={seed}")

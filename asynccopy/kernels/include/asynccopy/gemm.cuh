@@ -10,6 +10,8 @@
 // flag_release(p, v)        *p = v, release at GPU scope: the block's writes before it (a barrier
 //                           away) are visible to a thread that acquires v
 // flag_acquire(p)           *p, acquire at GPU scope (pairs with flag_release)
+// counter_arrive(p)         ++*p, returning the value before, acquire-release at GPU scope: the last of n
+//                           arrivals (the one that reads n - 1) sees every write the others made before theirs
 // Use: #include <asynccopy/gemm.cuh> (sm_80+).
 #pragma once
 
@@ -71,6 +73,13 @@ __device__ __forceinline__ int flag_acquire(const int* p)
 {
     int v;
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ int counter_arrive(int* p)
+{
+    int v;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 
