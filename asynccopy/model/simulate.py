@@ -7,10 +7,13 @@ Model (the tile-stream kernels' schedule):
     into tile k's buffer once that compute ends, and the prologue fills all ``stages`` buffers);
     with one stage, the copy of tile k is issued when tile k - 1's compute ends, so nothing
     overlaps inside the block;
-  * copies and the stores of results share the SM's share of memory bandwidth, first come first
-    served: a copy issued at t finishes at max(t + latency, the end of its turn on the bandwidth);
-    the latency is fixed, or with a ``memory`` curve (asynccopy.model.memory) the one the SM's read
-    bytes in flight at t give (this copy's included), so that queues lengthen it as they fill;
+  * copies and the stores of results share the SM's share of memory bandwidth. Copies are served
+    first come first served: a copy issued at t finishes at max(t + latency, the end of its turn on
+    the bandwidth); the latency is fixed, or with a ``memory`` curve (asynccopy.model.memory) the one
+    the SM's read bytes in flight at t give (this copy's included), so that queues lengthen it as they
+    fill. Stores do not hold a later copy back: they are posted writes that the L2 (write-back) takes
+    and the memory writes out in the time the reads leave it, so they fill the bandwidth's idle time
+    and the run ends no sooner than every store is served (the bandwidth still bounds the whole run);
   * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
     barrier cost) and takes ``compute_ns``;
   * issuing a tile's copy takes ``issue_ns`` of the issuing threads' time (LDGSTS: one instruction per
@@ -183,6 +186,7 @@ class _Run:
         self.events = [[TileEvents(b, k) for k in range(tiles)] for b in range(blocks)]
         self.last_end = [0.0] * blocks  # end of each block's latest compute
         self.server_free = self.stores_done = 0.0
+        self.stores_waiting = 0.0  # bytes of stores not yet served: they take the bandwidth the copies leave
         # (time, order, block, tile or -1 for a store, bytes, issue end: the copy is not ready before it)
         self.queue: list[tuple[float, int, int, int, float, float]] = []
         self.order = 0
@@ -207,11 +211,13 @@ class _Run:
                 self.push(k * issue, b, k, self.tile_bytes, (k + 1) * issue)
         while self.queue:
             t, _, b, k, nbytes, issued_by = heapq.heappop(self.queue)
-            start = max(t, self.server_free)
-            self.server_free = start + nbytes / self.bandwidth
+            self._serve_stores(t)
             if k < 0:
-                self.stores_done = max(self.stores_done, self.server_free)  # a store only takes bandwidth
+                if not self.stores_waiting:  # an idle bandwidth starts on it now
+                    self.server_free = max(self.server_free, t)
+                self.stores_waiting += nbytes  # a store only takes bandwidth, after the copies
                 continue
+            self.server_free = max(t, self.server_free) + nbytes / self.bandwidth
             e = self.events[b][k]
             e.issued, e.ready = t, max(t + self.latency(t, nbytes), self.server_free, issued_by)
             if self.memory is not None:
@@ -219,9 +225,18 @@ class _Run:
                 self.in_flight_bytes += nbytes
             begin = max(e.ready, self.last_end[b]) + self.c.barrier_ns
             (self._producer if self.c.producer else self._refill if self.refill else self._in_loop)(e, b, k, begin)
+        self.stores_done = self.server_free + self.stores_waiting / self.bandwidth
         flat = [e for evs in self.events for e in evs]
         return Simulation(self.stages, self.blocks, self.tiles, flat,
                           max(max(e.compute_end for e in flat), self.stores_done))
+
+    def _serve_stores(self, t: float) -> None:
+        """The stores waiting take the bandwidth the copies left idle before t (reads first: a DRAM controller
+        serves reads ahead of the writes it buffers; the L2 holds a store's lines until then)."""
+        if self.stores_waiting and self.server_free < t:
+            served = min(self.stores_waiting, (t - self.server_free) * self.bandwidth)
+            self.stores_waiting -= served
+            self.server_free += served / self.bandwidth
 
     def latency(self, t: float, nbytes: float) -> float:
         """A copy's latency when issued at t: fixed, or the memory curve's at the bytes then in flight."""

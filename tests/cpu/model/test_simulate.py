@@ -137,6 +137,21 @@ def test_stores_can_end_the_run():
     assert s.events[0].compute_end == 150 and s.total_ns == pytest.approx(250)
 
 
+def test_a_store_does_not_hold_the_next_copy_back():
+    # One stage, 500 B tiles (50 ns at 10 B/ns) and 1000 B of results (100 ns): tile k's results are stored at its
+    # compute's end, as tile k + 1's copy leaves. The copy is served first (a posted write waits in the L2 for the
+    # bandwidth the reads leave), so it lands its 100 ns latency later; behind the store it would take 150.
+    s = _sim(1, tiles=4, tile_bytes=500, out_bytes=1000)
+    assert [e.ready - e.issued for e in sorted(s.events, key=lambda e: e.tile)] == [100, 100, 100, 100]
+    assert s.total_ns == pytest.approx(4 * 150 + 100)  # the last store after the last compute
+
+
+def test_stores_still_take_their_share_of_the_bandwidth():
+    # reads first, but the run cannot end before every byte read and written went through the bandwidth
+    s = _sim(8, tiles=50, latency_ns=0, bandwidth_per_sm=1.0, compute_ns=10, out_bytes=300)
+    assert s.total_ns >= 50 * 400 and s.ns_per_tile == pytest.approx(400, rel=0.02)
+
+
 # ---------------------------------------------------------------------------------------------
 # KernelCosts
 
