@@ -350,6 +350,7 @@ def tail_split(items: int, kv_tiles: int, sms: int, overhead: float) -> int:
     return best
 
 
+@functools.lru_cache(maxsize=1024)
 def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: int, sms: int) -> tuple[int, int]:
     """(items, pieces): the last ``items`` of the TMA kernel's grid (the last wave's) cut into ``pieces`` ranges
     of their key tiles each, as tail_split gives them; (0, 1) with the causal mask (its grid runs the short

@@ -319,6 +319,8 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
     kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
     items = -(-p.q_len // bm) * p.heads * p.batch
     tail, pieces = key_split(cfg, p.q_len, p.k_len, p.heads, p.batch, facts.sm_count) if split is None else split
+    if pieces > 1 and tail > 0 and cfg.causal:
+        raise ArgumentError("a causal grid is not cut along its keys: its blocks follow causal_tile's order")
     tail, pieces = min(tail, items, workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))
     counter = partial = 0
     if pieces > 1 and tail > 0:

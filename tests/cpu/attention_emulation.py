@@ -42,6 +42,14 @@ What is modelled, and how:
     the load's barrier (tma="late": the oldest such first, "lifo": the newest); wgmma groups
     execute (read shared memory and registers, write accumulators) at the wgmma.wait_group that retires
     them, the latest the PTX allows. One schedule per call: the tests pick several, not all.
+  * wgmma's key split (no causal mask; asynccopy.sdpa._launch_tma's ``split``, clamped as it clamps it): the
+    1-D grid of whole items, then ``pieces`` blocks for each of the last ``tail`` items, run in linear order,
+    each piece over its own range of key tiles (absolute tile numbers for the keys and the mask, its own count
+    for stages and phases). A piece's consumer warpgroups stop where merge_pieces begins and resume after
+    every block ran, in a given order of finishing (the kernel orders nothing between blocks): each writes its
+    slot, arrives on its item's counter, and the last to arrive merges the others' slots and runs the
+    epilogue. split_partial is float4s poisoned with NaN (a merge that reads a slot its piece has not yet
+    written gives NaN), split_counter zero before the launch and checked down again after it.
   * ldmatrix, mma.sync m16n8k16, wgmma m64nNk16 (A and B from shared memory through matrix descriptors, or
     A from registers), the accumulator layouts, the TMA tensor copies (4-D boxes, 128B swizzle, zero fill
     out of bounds counted in the transaction bytes, stores clipped), shuffles (xor of the lane index) as
@@ -74,6 +82,7 @@ import numpy as np
 from asynccopy import swizzle
 from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, AttentionConfig
 from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
+from asynccopy.workspace import FLAG_BYTES
 
 DTYPES = ("float16", "bfloat16")
 LOG2E = 1.4426950408889634
@@ -843,6 +852,19 @@ def grid_blocks(grid: tuple[int, int, int], causal: bool, kv_bytes: int):
             yield lin % q_tiles, lin // q_tiles % heads, lin // (q_tiles * heads)
 
 
+def split_blocks(blocks: int, whole_items: int, pieces: int, q_tiles: int, heads: int):
+    """(qt, h, b, tail, piece) of each block of the key split's 1-D grid of ``blocks`` blocks in linear order (tail
+    -1, piece 0: a whole item): .cu "long long item = blockIdx.x; if (item >= whole_items) { tail = (item -
+    whole_items) / pieces; piece = (item - whole_items) % pieces; item = whole_items + tail; } qt = item % q_tiles;
+    h = item / q_tiles % heads; b = item / q_tiles / heads"."""
+    for item in range(blocks):
+        tail, piece = -1, 0
+        if item >= whole_items:
+            tail, piece = (item - whole_items) // pieces, (item - whole_items) % pieces
+            item = whole_items + tail
+        yield item % q_tiles, item // q_tiles % heads, item // q_tiles // heads, tail, piece
+
+
 def default_consumers(d: int) -> int:  # .cu "CONSUMERS_OF<D> = ... D == 64 ? 3 : 2"
     return 3 if d == 64 else 2
 
@@ -930,13 +952,103 @@ def _pack_p(pa, acc_s, dtype: str) -> None:
             pa[:, c, x] = pack2(acc_s[:, 8 * c + 2 * x], acc_s[:, 8 * c + 2 * x + 1], dtype)
 
 
+def _stcg(partial, at, vals) -> None:
+    """__stcg of a float4 by each thread: ``partial`` global memory as float4s [n][4], ``at`` [128] float4 indices,
+    ``vals`` [128][4]."""
+    if at.min() < 0 or at.max() >= partial.shape[0]:
+        raise AssertionError(f"split_partial store at float4 [{at.min()}, {at.max()}] outside the launch's "
+                             f"{partial.shape[0]}")
+    partial[at] = vals
+
+
+def _ldcg(partial, at) -> np.ndarray:
+    """__ldcg of a float4 by each thread (as _stcg): [128][4]."""
+    if at.min() < 0 or at.max() >= partial.shape[0]:
+        raise AssertionError(f"split_partial load at float4 [{at.min()}, {at.max()}] outside the launch's "
+                             f"{partial.shape[0]}")
+    return partial[at].copy()
+
+
+def _counter_arrive(counter, at: int) -> int:
+    """gemm.cuh counter_arrive: "atom.acq_rel.gpu.global.add.u32 %0, [%1], 1": ++counter[at], the value before."""
+    if not 0 <= at < counter.shape[0]:
+        raise AssertionError(f"split_counter {at} outside the flags' {counter.shape[0]} (workspace.FLAG_BYTES)")
+    before = int(counter[at])
+    counter[at] += 1
+    return before
+
+
+def _merge_pieces(acc_o, m, l_, counter, partial, tail: int, piece: int, pieces: int, consumers: int, w: int, t,
+                  last: list, d: int):
+    """.cu merge_pieces<D>(acc_o, m, l, counter, partial, tail, piece, pieces, consumers, w, t, last) for the
+    warpgroup's 128 threads (t on axis 0; acc_o [128][D / 2], m and l lists of two [128], changed in place): a
+    generator to ``yield from`` whose value is the kernel's: True for the last of the item's pieces to arrive on
+    its counter (acc_o, m and l then hold the merged rows), False for the others. ``counter``: split_counter
+    (ints, zero before the launch); ``partial``: split_partial as float4s [n][4], f32 values as float64, NaN
+    where no piece wrote (a merge that read a slot before its piece arrived gives NaN). ex2_ftz is exp2 (as in
+    _softmax_tile), fmaxf np.fmax (the non-NaN operand)."""
+    quads = d // 8 + 1  # .cu "QUADS = D / 8 + 1;  // float4s a thread: its O registers, then (m, l)"
+
+    def slot(p):  # .cu "at = (tail * pieces + p) * consumers + w; return (float4*)partial + at * QUADS * 128 + t"
+        at = (tail * pieces + p) * consumers + w
+        return at * quads * 128 + t
+
+    mine = slot(piece)
+    for i in range(0, d // 2, 4):  # .cu "__stcg(mine + (i / 4) * 128, make_float4(acc_o[i], .., acc_o[i + 3]))"
+        _stcg(partial, mine + (i // 4) * 128, acc_o[:, i:i + 4])
+    # .cu "__stcg(mine + (D / 8) * 128, make_float4(m[0], m[1], l[0], l[1]))"
+    _stcg(partial, mine + (d // 8) * 128, np.stack([m[0], m[1], l_[0], l_[1]], axis=1))
+    yield from NamedBarrier(1 + w, 128).sync(128)  # .cu "named_barrier_sync(1 + w, 128);  // the warpgroup's slot ..."
+    # .cu "if (t == 0) { int* c = counter + tail * consumers + w; last[w] = counter_arrive(c) == pieces - 1;
+    # if (last[w]) *c = 0; }" (thread 0's, for the warpgroup)
+    c = tail * consumers + w
+    last[w] = _counter_arrive(counter, c) == pieces - 1
+    if last[w]:
+        counter[c] = 0
+    yield from NamedBarrier(1 + w, 128).sync(128)  # .cu "named_barrier_sync(1 + w, 128);  // thread 0 saw ..."
+    if not last[w]:  # .cu "if (!last[w]) return false;"
+        return False
+    for p in range(pieces):  # .cu "for (int p = 0; p < pieces; ++p) { if (p == piece) continue; ..."
+        if p == piece:
+            continue
+        theirs = slot(p)
+        ml = _ldcg(partial, theirs + (d // 8) * 128)  # .cu "ml = __ldcg(theirs + (D / 8) * 128)"
+        their_m, their_l = [ml[:, 0], ml[:, 1]], [ml[:, 2], ml[:, 3]]  # .cu "their_m[2] = {ml.x, ml.y}, their_l = {ml.z, ml.w}"
+        mine_f, their_f = [None, None], [None, None]
+        with np.errstate(invalid="ignore"):
+            for r in range(2):
+                # .cu "new_m = fmaxf(m[r], their_m[r]); mine_f[r] = m[r] == NEG_INF ? 0.0f : ex2_ftz(m[r] - new_m);
+                # their_f[r] = their_m[r] == NEG_INF ? 0.0f : ex2_ftz(their_m[r] - new_m); m[r] = new_m;
+                # l[r] = l[r] * mine_f[r] + their_l[r] * their_f[r]"
+                new_m = np.fmax(m[r], their_m[r])
+                mine_f[r] = np.where(m[r] == NEG_INF, 0.0, np.exp2(m[r] - new_m))
+                their_f[r] = np.where(their_m[r] == NEG_INF, 0.0, np.exp2(their_m[r] - new_m))
+                m[r] = new_m
+                l_[r] = l_[r] * mine_f[r] + their_l[r] * their_f[r]
+        for i in range(0, d // 2, 4):
+            # .cu "o = __ldcg(theirs + (i / 4) * 128);  // registers i, i + 1: row 0; i + 2, i + 3: row 1";
+            # "acc_o[i] = acc_o[i] * mine_f[0] + o.x * their_f[0]; .. acc_o[i + 3] = acc_o[i + 3] * mine_f[1] +
+            # o.w * their_f[1]"
+            o = _ldcg(partial, theirs + (i // 4) * 128)
+            for x in range(4):
+                r = x >> 1
+                acc_o[:, i + x] = acc_o[:, i + x] * mine_f[r] + o[:, x] * their_f[r]
+    return True
+
+
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b: int, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
-                 smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int) -> None:
+                 smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *,
+                 split: tuple[int, int, int] = (-1, 0, 1), workspace=None, finishes: list | None = None) -> None:
     """One block (blockIdx = (bx, h, b)) of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with
     ASYNCCOPY_ATTN_OVERLAP = ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer
     warpgroups (ASYNCCOPY_ATTN_CONSUMERS), ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN). qt_bits [batch][heads]
-    [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat."""
+    [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat.
+    ``split``: (tail, piece, pieces) as the kernel derives them from its blockIdx (split_blocks; tail -1: a whole
+    item); a piece's consumers stop at merge_pieces and append their rest, (tail, piece, w, generator, tma), to
+    ``finishes``, for the caller to run in the order the pieces finish; ``workspace``: (split_counter,
+    split_partial) as _merge_pieces takes them."""
+    tail, piece, pieces = split
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
     bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
@@ -947,6 +1059,9 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
 
     knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys))
     smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs).smem_bytes
+    if smem_base + smem_bytes > 1 << 18:  # make_desc keeps "addr & 0x3FFFF": a descriptor would wrap
+        raise ValueError(f"{smem_bytes} bytes of shared memory from {smem_base}: past the 256 KiB a wgmma descriptor "
+                         "addresses (an H200 block has 227 KiB; the launch refuses it)")
     sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
     q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
@@ -960,13 +1075,17 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     tma = Tma(sm, tma_policy, dtype)
 
     # .cu "int qt = blockIdx.x ... if (CAUSAL) causal_tile(...); ... kv_tiles = min(kv_tiles, last / BN + 1)"
-    qt = bx  # the query tile grid_blocks gave the block
+    qt = bx  # the query tile grid_blocks (or split_blocks) gave the block
     hk = h // group
     q0 = qt * bm
-    kv_tiles = (k_len + bn - 1) // bn
+    kv_tiles, kv_first = (k_len + bn - 1) // bn, 0  # .cu "int kv_tiles = (k_len + BN - 1) / BN, kv_first = 0;"
     if causal:
         last = min(q0 + bm, q_len) - 1
         kv_tiles = min(kv_tiles, last // bn + 1)
+    elif tail >= 0:  # .cu "kv_first = piece * kv_tiles / pieces; kv_tiles = (piece + 1) * kv_tiles / pieces - kv_first"
+        kv_first = piece * kv_tiles // pieces
+        kv_tiles = (piece + 1) * kv_tiles // pieces - kv_first
+    last_piece = [0] * consumers  # .cu "__shared__ int last_piece[CONSUMERS]" (merge_pieces' last)
 
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
         full_q.arrive_expect_tx(q_bytes)
@@ -981,13 +1100,15 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             yield Wait(empty_k[s], free_phase)
             full_k[s].arrive_expect_tx(kv_bytes)
             yield None
-            for p in range(panels):
-                tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_k[s])
+            for p in range(panels):  # .cu "at[4] = {PANEL * p, (kv_first + j) * BN, hk, b}"
+                tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
+                         full_k[s])
             yield Wait(empty_v[s], free_phase)
             full_v[s].arrive_expect_tx(kv_bytes)
             yield None
             for p in range(panels):
-                tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, j * bn, hk, b), full_v[s])
+                tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
+                         full_v[s])
 
     def consumer(w: int):  # .cu "const int w = warpgroup - 1; const int t = threadIdx.x % 128": 128 threads on axis 0
         wg = Warpgroup(sm, dtype)
@@ -1016,8 +1137,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
         def v_tile(j):
             return k_tile(j) + 2 * kv_elems
 
-        def softmax(j):
-            _softmax_tile(acc_s, m, l_, rescale, scale_log2, j, lane, k_len, q0 + 64 * w, qrow, causal)
+        def softmax(j):  # .cu "softmax_tile<..>(acc_s, m, l, rescale, scale_log2, kv_first + j, ...)": j the block's own count
+            _softmax_tile(acc_s, m, l_, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow, causal)
 
         if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn
             for j in range(kv_tiles):
@@ -1085,30 +1206,45 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             wg.wait(0)
             yield from release(empty_v[sl])
 
-        # .cu "if (lse != nullptr && lane % 4 == 0) ... if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * ln 2"
-        for r in range(2):
-            ok = (lane % 4 == 0) & (qrow[r] < q_len)
-            with np.errstate(divide="ignore"):
-                # .cu "out_lse = lse + (b * heads + h) * q_len"
-                lse[(b * heads + h) * q_len + qrow[r][ok]] = (m[r][ok] + np.log2(l_[r][ok])) * 0.69314718055994530942
-        # O / l into the warpgroup's rows of Q's buffer: .cu "row = 16 * (t / 32) + lane / 4 + 8 * r; col = 8 * (i >> 2) +
-        # 2 * (lane % 4); p = col / PANEL, byte = 2 * (col % PANEL); panel = q_s + p * BM * PANEL + w * 64 * PANEL;
-        # at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))"
-        inv = [np.where(l_[r] > 0, 1.0 / np.where(l_[r] > 0, l_[r], 1.0), 0.0) for r in range(2)]
-        for i in range(0, d // 2, 2):
-            r = (i >> 1) & 1
-            row = 16 * (t // 32) + lane // 4 + 8 * r
-            col = 8 * (i >> 2) + 2 * (lane % 4)
-            p, byte = col // WG_PANEL, 2 * (col % WG_PANEL)
-            panel = q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL)
-            at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
-            sm.write32(at, pack2(acc_o[:, i] * inv[r], acc_o[:, i + 1] * inv[r], dtype))
-        # .cu "fence_proxy_async_shared(); named_barrier_sync(1 + w, 128)": the warpgroup's own barrier
-        yield from NamedBarrier(1 + w, 128).sync(128)
-        # .cu "if (t == 0) tensor_store<4>(&map_o, {PANEL * p, q0 + 64 * w, h, b}, q_s + p * BM * PANEL + w * 64 * PANEL)"
-        for p in range(panels):
-            tma.store(q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
-                      (WG_PANEL * p, q0 + 64 * w, h, b))
+        def epilogue():
+            # .cu "if (lse != nullptr && lane % 4 == 0) ... if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] +
+            # __log2f(l[r])) * ln 2"
+            for r in range(2):
+                ok = (lane % 4 == 0) & (qrow[r] < q_len)
+                with np.errstate(divide="ignore"):
+                    # .cu "out_lse = lse + (b * heads + h) * q_len"
+                    lse[(b * heads + h) * q_len + qrow[r][ok]] = (m[r][ok] + np.log2(l_[r][ok])) * 0.69314718055994530942
+            # O / l into the warpgroup's rows of Q's buffer: .cu "row = 16 * (t / 32) + lane / 4 + 8 * r; col = 8 * (i >> 2) +
+            # 2 * (lane % 4); p = col / PANEL, byte = 2 * (col % PANEL); panel = q_s + p * BM * PANEL + w * 64 * PANEL;
+            # at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))"
+            inv = [np.where(l_[r] > 0, 1.0 / np.where(l_[r] > 0, l_[r], 1.0), 0.0) for r in range(2)]
+            for i in range(0, d // 2, 2):
+                r = (i >> 1) & 1
+                row = 16 * (t // 32) + lane // 4 + 8 * r
+                col = 8 * (i >> 2) + 2 * (lane % 4)
+                p, byte = col // WG_PANEL, 2 * (col % WG_PANEL)
+                panel = q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL)
+                at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
+                sm.write32(at, pack2(acc_o[:, i] * inv[r], acc_o[:, i + 1] * inv[r], dtype))
+            # .cu "fence_proxy_async_shared(); named_barrier_sync(1 + w, 128)": the warpgroup's own barrier
+            yield from NamedBarrier(1 + w, 128).sync(128)
+            # .cu "if (t == 0) tensor_store<4>(&map_o, {PANEL * p, q0 + 64 * w, h, b}, q_s + p * BM * PANEL + w * 64 * PANEL)"
+            for p in range(panels):
+                tma.store(q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
+                          (WG_PANEL * p, q0 + 64 * w, h, b))
+
+        if not causal and tail >= 0:
+            # .cu "if (!CAUSAL && tail >= 0) { ... if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, tail,
+            # piece, pieces, CONSUMERS, w, t, last_piece)) return; }": nothing orders the pieces of an item, so the
+            # warpgroup stops here, before it writes its slot, and the caller resumes it in the order of finishing
+            def finish():
+                if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t, last_piece,
+                                             d)):
+                    yield from epilogue()
+
+            finishes.append((tail, piece, w, finish(), tma))
+            return
+        yield from epilogue()
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
     run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
@@ -1119,16 +1255,37 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
             raise AssertionError(f"named barrier {bar.ident} left with {bar.arrived} arrivals no sync met")
 
 
+def _finishing(finishes: list, finish_order) -> list:
+    """The key-split pieces' parked warpgroups (emulate_wgmma's ``finishes``) in the order they finish (see
+    emulate_wgmma's ``finish_order``)."""
+    if finish_order is None:
+        return finishes
+    if isinstance(finish_order, (int, np.integer)):
+        return [finishes[i] for i in np.random.default_rng(int(finish_order)).permutation(len(finishes))]
+    keys = [f[:3] for f in finishes]
+    chosen = [tuple(x) for x in finish_order(list(keys))]
+    if sorted(chosen) != sorted(keys):
+        raise ValueError("finish_order must return each (tail, piece, warpgroup) it is given, once")
+    return [finishes[keys.index(x)] for x in chosen]
+
+
 def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 2, *,
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
                   overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
-                  keys: int | None = None):
+                  keys: int | None = None, split: tuple[int, int] = (0, 1), finish_order=None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
     ``overlap``, ``pingpong``, ``consumers``: the kernel's compile-time knobs ASYNCCOPY_ATTN_OVERLAP / _PINGPONG /
     _CONSUMERS / _BN (None: the defaults for the head dim and mask; warpgroups left out of ``order`` come
-    last)."""
+    last). ``split``: the key split, (tail, pieces) as asynccopy.sdpa.launch's ``split`` (clamped as _launch_tma
+    clamps it; (0, 1): none; without the causal mask only): the grid's last ``tail`` items cut into ``pieces``
+    ranges of their key tiles, one block each, in a 1-D grid run in linear order; each piece's consumer
+    warpgroups stop at merge_pieces and finish afterwards in ``finish_order``: None, the blocks' order (each
+    item's last piece merges); an int, a seed of a random order of all the pieces' warpgroups (an item's
+    warpgroups may then have different last pieces); or a function of the list of (tail, piece, warpgroup) in
+    the blocks' order that returns them in the order they finish. The counters must all be down at the end
+    (the next launch on the stream finds them so)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1144,9 +1301,36 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     consumers = consumers or default_consumers(d)
     keys = keys or default_keys(d, causal)
     q_tiles = -(-q_len // (64 * consumers))
-    for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * kb.shape[2] * d // group):
-        _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
-                     order, smem_base, overlap, pingpong, consumers, keys)
+    k_len = kb.shape[2]
+    # sdpa._launch_tma: "items = -(-p.q_len // bm) * p.heads * p.batch"; "tail, pieces = min(tail, items,
+    # workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))"; "if pieces > 1 and tail > 0:
+    # grid = (items - tail + tail * pieces, 1, 1); slot = 16 * 128 * (p.head_dim // 8 + 1) ... stream_k(...,
+    # tail * pieces * cfg.consumers * slot)" (the flags zeroed, the partials what earlier launches left: NaN here);
+    # "else: grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1"; the kernel's whole_items = items - tail
+    items = q_tiles * heads * batch
+    tail, pieces = split
+    if tail < 0 or pieces < 1:
+        raise ValueError(f"split (tail, pieces) must have tail >= 0 and pieces >= 1, got {split}")
+    tail, pieces = min(tail, items, FLAG_BYTES // 4 // consumers), min(pieces, -(-k_len // keys))
+    if not (pieces > 1 and tail > 0):
+        for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group):
+            _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
+                         order, smem_base, overlap, pingpong, consumers, keys)
+    else:
+        if causal:  # the kernel reads the split only without the mask (.cu "} else if (pieces > 1) {")
+            raise ValueError("the key split is for the kernel without the causal mask (key_split gives (0, 1) with it)")
+        counter = np.zeros(FLAG_BYTES // 4, dtype=np.int64)
+        partial = np.full((tail * pieces * consumers * 128 * (d // 8 + 1), 4), np.nan)
+        finishes: list = []
+        for qt, h, b, tail_, piece in split_blocks(items - tail + tail * pieces, items - tail, pieces, q_tiles, heads):
+            _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
+                         order, smem_base, overlap, pingpong, consumers, keys, split=(tail_, piece, pieces),
+                         workspace=(counter, partial), finishes=finishes)
+        for _, _, w, gen, block_tma in _finishing(finishes, finish_order):
+            run_agents({w: gen}, (w,), block_tma)
+        if np.any(counter):
+            raise AssertionError(f"split counters left up at {np.flatnonzero(counter).tolist()}: the next launch on the "
+                                 "stream would take the wrong piece for the last")
     if np.any(writes > 1):
         raise AssertionError(f"{int((writes > 1).sum())} output elements written more than once")
     return out, lse.reshape(batch, heads, q_len)

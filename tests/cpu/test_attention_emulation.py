@@ -1,8 +1,9 @@
 """The two attention kernels' index and bookkeeping, without a GPU: tests/cpu/attention_emulation.py runs
 attention_mma.cu and attention_wgmma.cu (its default build: overlapped, with the ping-pong at head dim 64, and
-the serial / overlap / pingpong variants) instruction by instruction in NumPy (every lane's fragments, shared
-memory as bytes at the kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under
-several legal orders of copies and of the producer and consumers, and the results must match a float64
+the serial / overlap / pingpong variants, and its key split: the last items cut along their keys and merged by
+whichever piece finishes last) instruction by instruction in NumPy (every lane's fragments, shared memory as
+bytes at the kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under several legal
+orders of copies, of the producer and consumers and of the pieces' finishing, and the results must match a float64
 reference of PyTorch SDPA's semantics (top-left causal mask, GQA h -> h // group, default scale 1 / sqrt(D),
 lse in natural log) to within what rounding P and the output to the dtype can explain, element by element. The
 emulators share the kernels' reading of the PTX ISA (see their docstring): these tests catch slips of index,
@@ -246,3 +247,109 @@ def test_mbarrier_parity_and_transaction_rules():
     bar.arrive_expect_tx(16)
     with pytest.raises(AssertionError, match="more than announced"):
         bar.complete_tx(32)
+
+
+# The key split of attention_wgmma (no causal mask): the grid's last `tail` items cut into `pieces` ranges of
+# their key tiles, merged by the last piece to finish. (batch, heads, kv_heads, q_len, k_len, head_dim, stages,
+# dtype, scale, TMA landing policy, scheduling priority, kernel variant (as WGMMA_CASES), (tail, pieces), order in
+# which the pieces' warpgroups finish: "blocks" (the grid's order: each item's last piece merges), "reverse" (its
+# first piece merges), "mixed" (an item's warpgroups have different last pieces) or "seed<n>" (a random order))
+SPLIT_CASES = [
+    # every item cut (2 query tiles of 192 x 2 heads, GQA; 5 key tiles, the last of 88 keys: pieces of 2 and 3)
+    (1, 2, 1, 200, 600, 64, 2, "float16", None, "eager", ("producer", 0, 1), "default", (4, 2), "blocks"),
+    # 3 whole items, then 5 cut into 3 (176-key tiles, the last of 1 key: pieces of 1, 1, 2), GQA over 2 batches
+    (2, 2, 1, 130, 529, 128, 2, "bfloat16", -0.3, "lifo", (1, "producer", 0), "default", (5, 3), "seed1"),
+    # as many pieces as key tiles: one tile a piece (the ping-pong's 2 turns a block; the serial build, one stage)
+    (1, 1, 1, 64, 390, 64, 2, "bfloat16", None, "late", (0, 1, "producer"), "default", (1, 4), "reverse"),
+    (1, 1, 1, 129, 353, 128, 1, "float16", None, "eager", ("producer", 1, 0), "serial", (2, 3), "mixed"),
+    # more pieces than key tiles and a longer tail than the grid: the launch clamps them to (2 items, 3 pieces)
+    (1, 2, 2, 100, 300, 64, 3, "float16", -0.5, "eager", ("producer", 0, 1), "overlap", (9, 7), "seed2"),
+    # uneven pieces (6 tiles in 4: 1, 2, 1, 2), some of fewer tiles than stages; the first item whole
+    (1, 3, 1, 64, 900, 128, 2, "bfloat16", None, "late", (0, "producer", 1), "pingpong", (2, 4), "mixed"),
+    # three consumer warpgroups at head dim 128 (three counters an item); two at 64, scale 0 (every maximum about 0)
+    (1, 1, 1, 250, 300, 128, 2, "float16", None, "lifo", (2, 0, "producer", 1), "consumers3", (2, 2), "reverse"),
+    (1, 1, 1, 129, 450, 64, 2, "bfloat16", 0.0, "eager", (1, "producer", 0), "consumers2", (2, 3), "seed3"),
+]
+
+
+def _finish_order(name: str, pieces: int):
+    """emulate_wgmma's finish_order for a SPLIT_CASES name (see there)."""
+    if name == "blocks":
+        return None
+    if name.startswith("seed"):
+        return int(name[4:])
+    if name == "reverse":
+        return lambda finishes: finishes[::-1]
+    if name == "mixed":  # warpgroup w of tail item i finishes last in piece (i + w) % pieces
+        return lambda finishes: sorted(finishes, key=lambda f: f[1] == (f[0] + f[2]) % pieces)
+    raise ValueError(name)
+
+
+def _split_id(c):
+    b, h, hk, lq, lk, d, stages, dtype, scale, tma, order, variant, (tail, pieces), finish = c
+    short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    return (f"b{b}h{h}kv{hk}-q{lq}-k{lk}-d{d}-s{stages}-{short}{'' if scale is None else f'-scale{scale}'}-{tma}-"
+            f"{variant}-tail{tail}x{pieces}-{finish}")
+
+
+def _emulate_split(q, k, v, scale, stages, dtype, tma, order, variant, split, finish_order):
+    d = q.shape[3]
+    consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
+    pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64)
+    return emu.emulate_wgmma(q, k, v, False, scale, stages, dtype=dtype, tma=tma, order=order, overlap=variant != "serial",
+                             pingpong=pingpong, consumers=consumers, split=split, finish_order=finish_order)
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=_split_id)
+def test_wgmma_key_split_matches_sdpa(case):
+    b, h, hk, lq, lk, d, stages, dtype, scale, tma, order, variant, split, finish = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 2)
+    out, lse = _emulate_split(q, k, v, scale, stages, dtype, tma, order, variant, split,
+                              _finish_order(finish, split[1]))
+    check(out, lse, q, k, v, False, scale, dtype)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_wgmma_key_split_any_finish_order(d):
+    """The pieces of an item may finish in any order (nothing in the kernel orders them): whichever arrives last
+    on a warpgroup's counter merges, and every order gives the same rows to within the merge's f32 rounding
+    (float64 here), so within one unit in the last place of T after the output's rounding; lse likewise."""
+    dtype = "float16"
+    lq, lk = (150, 400) if d == 64 else (100, 529)  # 4 key tiles either way, cut into pieces of 1, 1, 2
+    q, k, v = inputs(1, 2, 1, lq, lk, d, dtype, seed=d)
+    pieces = 3
+    # the last piece (block order), the first (reverse), the middle one the last to finish for every item and
+    # warpgroup; each warpgroup of an item a different last piece; two random orders
+    orders = [None, _finish_order("reverse", pieces), lambda f: sorted(f, key=lambda x: x[1] == 1),
+              _finish_order("mixed", pieces), 0, 1]
+    runs = [_emulate_split(q, k, v, None, 2, dtype, "eager", ("producer", 0, 1), "default", (2, pieces), o)
+            for o in orders]
+    out0, lse0 = runs[0]
+    check(out0, lse0, q, k, v, False, None, dtype)
+    for out, lse in runs[1:]:
+        assert not np.isnan(out).any()
+        ulp = 2 * UNIT_ROUNDOFF[dtype] * np.maximum(np.abs(out), np.abs(out0)) + 2.0**-24
+        assert (np.abs(out - out0) <= ulp).all(), f"worst {np.abs(out - out0).max():.3g}"
+        np.testing.assert_allclose(lse, lse0, rtol=0, atol=1e-12)
+
+
+def test_wgmma_key_split_as_launched():
+    """(tail, pieces) as asynccopy.attention_kernels.key_split chooses them for a 3-SM device: the last wave's item
+    cut into 3 pieces (the emulation clamps them as _launch_tma does); with one key tile the launch cuts nothing."""
+    from asynccopy.attention_kernels import AttentionConfig, key_split
+
+    for d, lq, lk in ((64, 200, 600), (128, 130, 900)):
+        dtype = "bfloat16"
+        cfg = AttentionConfig("wgmma", dtype, d, 2, False)
+        split = key_split(cfg, lq, lk, 2, 1, 3)
+        assert split == (1, 3)
+        q, k, v = inputs(1, 2, 1, lq, lk, d, dtype, seed=lk)
+        out, lse = emu.emulate_wgmma(q, k, v, False, None, 2, dtype=dtype, overlap=True, pingpong=d == 64, split=split)
+        check(out, lse, q, k, v, False, None, dtype)
+    q, k, v = inputs(1, 1, 1, 70, 100, 64, "float16", seed=5)
+    whole = emu.emulate_wgmma(q, k, v, overlap=True, pingpong=True)
+    clamped = emu.emulate_wgmma(q, k, v, overlap=True, pingpong=True, split=(1, 4))
+    assert all(np.array_equal(a, b) for a, b in zip(whole, clamped))
+    q, k, v = inputs(1, 1, 1, 70, 300, 64, "float16", seed=5)
+    with pytest.raises(ValueError, match="causal"):  # the causal kernel ignores the split: the launch must not ask
+        emu.emulate_wgmma(q, k, v, True, split=(1, 2))

@@ -291,3 +291,17 @@ def test_items_cut_along_their_keys_merge_exactly_once(torch, facts, rng, shape,
         att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, split=split)
         torch.cuda.synchronize()
         _check(torch, out, lse, ref, ref_lse, base, f"split {split} {shape} {layout} run {run} seed={seed}")
+
+
+@pytest.mark.cc(9, 0)
+def test_a_causal_grid_is_never_cut_along_its_keys(torch, facts):
+    from cuda.core import Stream
+
+    from asynccopy import sdpa as att
+    q, k, v = _inputs(torch, (1, 2, 2, 100, 1000, 64), "bfloat16", "bhsd", 0)
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = att.configure(p, facts, kernel="wgmma", causal=True)
+    with pytest.raises(att.ArgumentError, match="causal grid is not cut"):
+        att.launch(cfg, p, tq, tk, tv, tq, 0, 0.125, stream=stream, facts=facts, split=(2, 4))
