@@ -56,6 +56,9 @@ class AttentionKernel:
     # per head dim (the order of head_dims; mma): query rows a warp, 16 or 32 (32: 4 warps a block, Q in shared
     # memory of its own beside the stages); () for 16
     rows_per_warp: tuple[int, ...] = ()
+    # (head_dim, tiles): where the kernel's default build has no ping-pong of its consumer warpgroups, the launch
+    # turns it on for problems whose items read at most this many key tiles on average (attention_kernels.with_turns)
+    pingpong_tiles: tuple[tuple[int, int], ...] = ()
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -117,7 +120,12 @@ KERNELS: dict[str, AttentionKernel] = {
                         fewer_consumers=((64, 2, 436 / 497),),
                         # fitted to one run (H200, 2026-12-02, causal 64, B 4 x H 16: two consumers against
                         # three took 0.907x the time at 1024 and 1.036x at 2048; the model says 0.912 and 1.032)
-                        block_overhead=3.0),
+                        block_overhead=3.0,
+                        # ping-pong at head dim 128 (H200, 2026-12-02, bf16, B 4 x H 16, one run, TFLOP/s, without ->
+                        # with; key tiles an item): 1024 452 -> 492 (6), 2048 558 -> 597 (12), 4096 634 -> 649 (24),
+                        # 8192 681 -> 662 (47); causal (mean of 128-key tiles) 303 -> 312 (4.5), 469 -> 482 (8.5),
+                        # 539 -> 563 (16.5), 623 -> 629 (32.5)
+                        pingpong_tiles=((128, 32),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -360,3 +368,29 @@ def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: i
     items = -(-q_len // cfg.tile[0]) * heads * batch
     pieces = tail_split(items, -(-k_len // cfg.tile[1]), sms, cfg.record.block_overhead)
     return (items % sms, pieces) if pieces > 1 else (0, 1)
+
+
+PINGPONG_KNOB = "ASYNCCOPY_ATTN_PINGPONG"  # the wgmma kernel's consumer warpgroups taking turns to issue (1) or not (0)
+
+
+@functools.lru_cache(maxsize=1024)
+def mean_key_tiles(bm: int, bn: int, q_len: int, k_len: int, causal: bool) -> float:
+    """Key tiles an item (a query tile of ``bm`` queries) reads on average: all of them, or (causal) those up to
+    each tile's last query."""
+    q_tiles = -(-q_len // bm)
+    return sum(key_tiles(qt, bm, bn, q_len, k_len, causal) for qt in range(q_tiles)) / q_tiles if causal else \
+        key_tiles(0, bm, bn, q_len, k_len, False)
+
+
+def with_turns(cfg: AttentionConfig, q_len: int, k_len: int) -> AttentionConfig:
+    """``cfg`` with its consumer warpgroups taking turns to issue their products where the record says it pays and
+    the build does not already say: an item's first softmax and last P V run with nothing of the same warpgroup
+    under them (about a key tile's work an item), which the turns hide behind the other warpgroup's products; the
+    turns' own barriers cost a little every tile, so they pay on items of few key tiles (measured at head dim 128,
+    AttentionKernel.pingpong_tiles)."""
+    most = dict(cfg.record.pingpong_tiles).get(cfg.head_dim)
+    if most is None or PINGPONG_KNOB in dict(cfg.defines) or q_len == 0:
+        return cfg
+    if mean_key_tiles(cfg.tile[0], cfg.keys, q_len, k_len, cfg.causal) > most:
+        return cfg
+    return cfg.with_defines(((PINGPONG_KNOB, 1),))

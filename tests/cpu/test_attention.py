@@ -298,3 +298,22 @@ def test_the_last_wave_is_cut_along_the_keys_where_it_leaves_sms_idle():
     assert (tail, pieces) == (4, tail_split(4096, 47, 132, cfg.record.block_overhead)) and pieces > 1
     assert key_split(att.configure(p, H200, causal=True), 8192, 8192, 16, 4, 132) == (0, 1)  # short tiles run last
     assert key_split(att.configure(p, H200, kernel="mma", causal=False), 8192, 8192, 16, 4, 132) == (0, 1)
+
+
+def test_the_consumers_take_turns_at_head_dim_128_on_items_of_few_key_tiles():
+    from asynccopy.attention_kernels import PINGPONG_KNOB, mean_key_tiles
+
+    def turns(lq, lk, d=128, causal=False, stages=None, kernel=None):
+        p = att.check_inputs(*_qkv(b=4, hq=16, hkv=16, lq=lq, lk=lk, d=d))
+        return dict(att.configure(p, H200, causal=causal, stages=stages, kernel=kernel).defines).get(PINGPONG_KNOB)
+
+    assert mean_key_tiles(128, 176, 2048, 2048, False) == 12 and mean_key_tiles(128, 128, 384, 384, True) == 2
+    assert turns(2048, 2048) == 1 and turns(4096, 4096) == 1 and turns(4096, 4096, causal=True) == 1
+    assert turns(8192, 8192) is None and turns(16384, 16384, causal=True) is None  # 47 and 64.5 key tiles an item
+    assert turns(100, 8192) is None and turns(8192, 100) == 1  # the keys an item reads decide, not the queries
+    assert turns(2048, 2048, d=64) is None  # at 64 the kernel's own default takes turns already
+    assert turns(2048, 2048, kernel="mma") is None  # no warpgroups
+    assert turns(2048, 2048, stages=1) == 1
+    p = att.check_inputs(*_qkv(b=4, hq=16, hkv=16, lq=2048, lk=2048, d=128))
+    overlap = att.configure(p, H200).with_defines(VARIANTS["wgmma"]["overlap"])  # a variant's knob wins
+    assert dict(overlap.defines)[PINGPONG_KNOB] == 0
