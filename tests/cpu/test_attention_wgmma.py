@@ -74,12 +74,15 @@ def test_the_record_is_the_kernels_layout():
 def test_configure_takes_wgmma_on_hopper_only():
     p = att.Problem(2, 8, 2, 1000, 777, 128, "bfloat16")
     cfg = att.configure(p, H200, kernel="wgmma")
-    assert (cfg.kernel, cfg.stages, cfg.keys, cfg.defines) == ("wgmma", REC.default_stages[1], 176, ())
+    turns = ("ASYNCCOPY_ATTN_PINGPONG", 1)  # 5 key tiles an item: the warpgroups take turns (with_turns)
+    assert (cfg.kernel, cfg.stages, cfg.keys, cfg.defines) == ("wgmma", REC.default_stages[1], 176, (turns,))
     # 3 stages of 176-key tiles do not fit: the deeper pipeline asked for takes 128-key tiles
     deep = att.configure(p, H200, kernel="wgmma", stages=3)
-    assert (deep.keys, deep.tile, deep.defines) == (128, (128, 128), (("ASYNCCOPY_ATTN_BN", 128),))
+    assert (deep.keys, deep.tile, deep.defines) == (128, (128, 128), (("ASYNCCOPY_ATTN_BN", 128), turns))
     assert deep.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
-    assert att.configure(p, H200, kernel="wgmma", stages=3, causal=True).defines == ()
+    assert att.configure(p, H200, kernel="wgmma", stages=3, causal=True).defines == (turns,)
+    long = att.Problem(2, 8, 2, 1000, 8192, 128, "bfloat16")  # 47 key tiles an item: no turns
+    assert att.configure(long, H200, kernel="wgmma").defines == ()
     with pytest.raises(ArgumentError, match="wgmma needs compute capability 9.0"):
         att.configure(p, A100, kernel="wgmma")
     with pytest.raises(ArgumentError, match="at most 3"):
