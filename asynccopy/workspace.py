@@ -1,5 +1,6 @@
 """Scratch memory a kernel keeps between launches, one block of it per (device, stream), as cuBLAS keeps its
-workspaces (PyTorch holds one per handle and stream): gemm_wgmma's stream-K flags and partial sums.
+workspaces (PyTorch holds one per handle and stream): gemm_wgmma's stream-K flags and partial sums, and
+attention_wgmma's key-split counters and partial O, max and sum (both kernels leave every flag they use at 0).
 
 Kept per stream because two launches that run at once must not share it; launches on one stream are ordered,
 so each finds the previous one's flags lowered again (the kernel lowers every flag it raises). A new or
