@@ -5,13 +5,18 @@ itself. asynccopy.matmul chooses and launches them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import build
+from .errors import ArgumentError
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16", "float32")
 MMA_WARPS_KNOB = "ASYNCCOPY_MMA_WARPS"  # gemm_mma.cu's warps a block (8; 4: 128 x 128 tiles, two blocks an SM)
+CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two blocks
+SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # what a pair shares: "0" A (multicast), "1" B (multicast), "2" one tile's k
+PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # pairs sharing B: the default where B's rows are off 128-byte lines
+PAIR_K = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "2"))  # pairs splitting one tile's k-blocks, summed in shared memory
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
 
@@ -63,6 +68,9 @@ class GemmKernel:
     # (tile, stages): where B's rows are off 128-byte lines, that tile runs in clusters of two blocks on
     # neighbouring tile-rows that share B (each loads half, multicast) with this many stages (measured)
     paired_b: tuple[tuple[int, int], int] | None = None
+    # the tile whose k-blocks a cluster pair may split between its two blocks (block 1's f32 accumulators added in
+    # block 0's staging buffers of C), where that beats every tile alone (pair_k_pays)
+    pair_k_tile: tuple[int, int] | None = None
 
     def pairs_share_b(self, tile: tuple[int, int], a, b, splits: int = 1) -> bool:
         """Whether this tile of A x B (asynccopy.matrix.Matrix operands) runs as cluster pairs sharing B: B's rows
@@ -91,13 +99,29 @@ class GemmKernel:
         operands' layout (A MN-major, B MN-major; default a @ b of row-major arrays) may take."""
         only = dict(self.layout_tiles)
         tiles = [t for t in self.tiles_for(align) if t not in only or tuple(layout) in only[t]]
-        speed = dict(zip(self.tiles, self.tile_speed or (1.0,) * len(self.tiles)))
+        return min(tiles, key=lambda t: self.tile_cost(t, m, n, sms))
 
-        def cost(t):
-            waves = -(-(-(-m // t[0]) * -(-n // t[1])) // max(sms, 1))
-            return waves * t[0] * t[1] / speed[t]
+    def tile_cost(self, tile: tuple[int, int], m: int, n: int, sms: int, blocks_a_tile: int = 1) -> float:
+        """The estimated time of an m x n output in this tile: the waves of its blocks over the SMs times the
+        area a block computes over the tile's relative speed (``blocks_a_tile`` blocks share each tile's k)."""
+        speed = dict(zip(self.tiles, self.tile_speed or (1.0,) * len(self.tiles)))[tile]
+        waves = -(-(-(-m // tile[0]) * -(-n // tile[1]) * blocks_a_tile) // max(sms, 1))
+        return waves * tile[0] * tile[1] / blocks_a_tile / speed
 
-        return min(tiles, key=cost)
+    def pair_k_pays(self, m: int, n: int, k: int, sms: int, align: int = 16,
+                    layout: tuple[bool, bool] = (False, True)) -> bool:
+        """Whether cluster pairs splitting the k-blocks of ``pair_k_tile`` are the default for an m x n x k product:
+        where the tile alone would not split k (split_count: too many tiles for it), each block keeps at least
+        MIN_PAIR_K_BLOCKS k-blocks, and the pairs' estimated time (tile_cost, two blocks a tile) is below the best
+        tile's alone."""
+        tile = self.pair_k_tile
+        if tile is None or tile not in self.tiles_for(align):
+            return False
+        tiles, kb = -(-m // tile[0]) * -(-n // tile[1]), -(-k // self.bk)
+        if split_count(tiles, kb, sms) > 1 or kb < 2 * MIN_PAIR_K_BLOCKS:
+            return False
+        alone = self.default_tile(m, n, sms, align, layout)
+        return self.tile_cost(tile, m, n, sms, 2) < self.tile_cost(alone, m, n, sms)
 
     def default_stages(self, tile: tuple[int, int], fit: int) -> int:
         """The tile's measured stage count where the record has one (within what fits), else all that fit."""
@@ -120,7 +144,7 @@ KERNELS: dict[str, GemmKernel] = {
                    tile_stages=(8, 6, 3),
                    # H200, 2026-12-02, % of cuBLAS, unpaired 3 stages -> paired 4: 3000x5000x7000 69 -> 93,
                    # 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; B on 128-byte lines: 6144^3 100 -> 98, 3072x5120x7000 94 -> 94
-                   paired_b=((128, 256), 4)),
+                   paired_b=((128, 256), 4), pair_k_tile=(128, 128)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
@@ -158,6 +182,12 @@ class GemmConfig:
     stream_k: bool = False  # the last tiles' k-blocks shared among all blocks (stream_k_plan; one split, no cluster)
 
     @property
+    def pair_k(self) -> bool:
+        """Cluster pairs splitting each tile's k-blocks (PAIR_K)."""
+        knobs = dict(self.defines)
+        return int(knobs.get(CLUSTER_KNOB, 1) or 1) == 2 and str(knobs.get(SHARE_KNOB)) == "2"
+
+    @property
     def record(self) -> GemmKernel:
         return KERNELS[self.kernel]
 
@@ -190,6 +220,41 @@ class GemmConfig:
                                     defines=dict(self.defines))
 
 
+def cluster_of(cfg: GemmConfig) -> tuple[int, str | None]:
+    """The blocks a cluster of this configuration holds (1 or 2) and what a pair shares: "a" or "b" (that
+    operand's tile, multicast), "k" (one tile's k-blocks), None for one block."""
+    knobs = dict(cfg.defines)
+    cluster = int(knobs.get(CLUSTER_KNOB, 1) or 1)
+    if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
+        raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
+                            f"(splits={cfg.splits})")
+    if cluster == 1:
+        return 1, None
+    share = {"0": "a", "1": "b", "2": "k"}.get(str(knobs.get(SHARE_KNOB, "0")))
+    if share is None:
+        raise ArgumentError(f"{SHARE_KNOB}={knobs[SHARE_KNOB]!r}: a pair shares A (0), B (1) or a tile's k (2)")
+    if share == "b" and cfg.tile[1] < 128:
+        raise ArgumentError(f"{SHARE_KNOB}=1: a shared B tile needs 128 or more columns (tile {cfg.tile[0]} x "
+                            f"{cfg.tile[1]})")
+    return cluster, share
+
+
+def pair_k_config(cfg: GemmConfig, facts, stages=None) -> GemmConfig:
+    """``cfg`` as cluster pairs splitting each tile's k-blocks (PAIR_K), at the caller's stage count, else the
+    tile's default within what fits."""
+    rec = cfg.record
+    fit = min(rec.max_stages(cfg.tile, facts.smem_per_block_optin, ITEMSIZE[cfg.dtype]), rec.max_stages_default)
+    if stages is not None and stages > fit:
+        raise ArgumentError(f"{stages} stages of tile {cfg.tile[0]} x {cfg.tile[1]} do not fit; at most {fit}")
+    return replace(cfg, defines=PAIR_K, stream_k=False, splits=1,
+                   stages=stages if stages is not None else rec.default_stages(cfg.tile, fit))
+
+
+# k-blocks each block of a pair splitting k keeps at least: its exchange of accumulators costs about as much as
+# a few k-blocks (H200, 64 tiles of 128 x 128 as pairs against 128 x 64 tiles alone, % of cuBLAS: 1024^3, 8 a block,
+# 77-84 -> 70; 1024x1024x4096, 32 a block, 64-66 -> 70; 128x8192x8192, 64 a block, 82-83 -> 92); 16 is between
+# the two measured sides, the crossover itself not measured
+MIN_PAIR_K_BLOCKS = 16
 MIN_SPLIT_BLOCKS = 8  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
 MAX_SPLITS = 16
 

@@ -21,22 +21,28 @@ from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
 from .gemm_kernels import (
     _STORAGE,
+    CLUSTER_KNOB,
     DTYPES,
     KERNELS,
     MMA_WARPS_KNOB,
     OUT_DTYPES,
+    PAIR_K,
+    PAIRED,
+    SHARE_KNOB,
     GemmConfig,
     GemmKernel,
+    cluster_of,
     itemsize,
+    pair_k_config,
     split_count,
     stream_k_pays,
     stream_k_plan,
 )
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
-__all__ = ["DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
-           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default", "stream_k_pays",
-           "stream_k_plan", "why_not"]
+__all__ = ["CLUSTER_KNOB", "DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED", "PAIR_K", "SHARE_KNOB",
+           "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure", "gemm", "itemsize", "launch", "matrix",
+           "split_count", "stream_k_default", "stream_k_pays", "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -137,6 +143,8 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     if rec.pairs_share_b((bm, bn), a, b, splits):
         paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
         cfg = replace(cfg, stages=paired, defines=PAIRED)
+    elif tile is None and rec.pair_k_pays(a.rows, b.cols, a.cols, facts.sm_count, align, (cfg.a_mn, cfg.b_mn)):
+        cfg = pair_k_config(replace(cfg, tile=rec.pair_k_tile, splits=1), facts, stages_given)
     else:
         cfg = replace(cfg, stream_k=stream_k_default(rec, a, b, (bm, bn), splits, facts.sm_count))
     return cfg
@@ -164,6 +172,11 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
         return None  # a record of another alignment or an older format: the defaults then
     k_blocks = -(-a.cols // cfg.record.bk)
     cfg = replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
+    if record.get("pair_k") and cfg.tile == cfg.record.pair_k_tile and cfg.splits == 1:
+        try:
+            return pair_k_config(cfg, facts, stages)  # the record ran as pairs splitting each tile's k
+        except ArgumentError:
+            return None
     pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
     if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
         pair = pair and bool(record["paired"])
@@ -180,9 +193,6 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
 
 
 _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"}
-CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two, sharing a multicast operand tile
-SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # with clusters of two, 1: the pair shares B (tiles of one tile-column), else A
-PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # pairs sharing B: the default where B's rows are off 128-byte lines
 
 
 @functools.lru_cache(maxsize=256)
@@ -257,9 +267,9 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     rec = cfg.record
     bm, bn = cfg.tile
     l2 = cfg.l2_promotion
-    cluster, share_b = _cluster_of(cfg)
-    # clusters of two: each block loads and multicasts half of the shared operand's tile (A's by default)
-    a_rows, b_rows = (bm, bn // 2) if share_b else (bm // cluster, bn)
+    cluster, share = cluster_of(cfg)
+    # clusters of two sharing an operand: each block loads and multicasts half of its tile
+    a_rows, b_rows = (bm // 2 if share == "a" else bm), (bn // 2 if share == "b" else bn)
     map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, a_rows, rec.bk, l2)
     map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, b_rows, rec.bk, l2)
     splits, ws = cfg.splits, None
@@ -286,8 +296,8 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
         c_arg, ld_arg = c_ptr, ldc
     tiles_n = -(-n // bn)
     tiles_m = -(-m // bm)
-    pairs = tiles_m * -(-tiles_n // cluster) if not share_b else -(-tiles_m // cluster) * tiles_n
-    units = pairs * splits  # tiles (pairs of them in clusters of 2) x splits
+    pairs = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
+    units = pairs * splits  # tiles (pairs of them where a pair multicasts) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
     grid, sk_tiles, flags, partials = max(1, min(units, facts.sm_count)), 0, 0, 0
     if cfg.stream_k and cluster == 1 and splits == 1:
@@ -310,19 +320,6 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
                      np.int32(splits), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
                      grid=max(1, min(-(-groups // 256), 8 * facts.sm_count)), block=256, stream=stream)
         ws.close(stream)
-
-
-def _cluster_of(cfg: GemmConfig) -> tuple[int, bool]:
-    """The blocks a cluster of this configuration holds (1 or 2) and whether a pair shares B (else A)."""
-    cluster = int(dict(cfg.defines).get(CLUSTER_KNOB, 1) or 1)
-    if cluster not in (1, 2) or (cluster == 2 and cfg.splits > 1):
-        raise ArgumentError(f"{CLUSTER_KNOB}={cluster}: clusters of 1 or 2 blocks, and 2 only without split k "
-                            f"(splits={cfg.splits})")
-    share_b = cluster == 2 and dict(cfg.defines).get(SHARE_KNOB) == "1"
-    if share_b and cfg.tile[1] < 128:
-        raise ArgumentError(f"{SHARE_KNOB}=1: a shared B tile needs 128 or more columns (tile {cfg.tile[0]} x "
-                            f"{cfg.tile[1]})")
-    return cluster, share_b
 
 
 def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:

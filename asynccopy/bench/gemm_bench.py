@@ -81,10 +81,11 @@ class _Operands:
 
 
 def config_label(cfg) -> str:
-    """What a kernel row ran: its tile, its split of k, whether it ran as cluster pairs sharing B, and whether
-    its last wave was shared out (stream-K)."""
+    """What a kernel row ran: its tile, its split of k, whether it ran as cluster pairs sharing B or splitting each
+    tile's k, and whether its last wave was shared out (stream-K)."""
     return (f"tile {cfg.tile[0]}x{cfg.tile[1]}" + (f" x{cfg.splits}" if cfg.splits > 1 else "")
-            + (" pairs" if cfg.defines == matmul.PAIRED else "") + (" stream-K" if cfg.stream_k else ""))
+            + (" pairs" if cfg.defines == matmul.PAIRED else "") + (" pairs split k" if cfg.pair_k else "")
+            + (" stream-K" if cfg.stream_k else ""))
 
 
 def _implementations(torch, ops: _Operands, dtype: str, kernels, stages, stream, facts, tuned=None):

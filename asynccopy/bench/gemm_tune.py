@@ -1,12 +1,13 @@
 """asynccopy.gemm.tune: time every candidate configuration of one GEMM shape on the live GPU and keep
 the fastest as the record of its shape class (asynccopy.tuning), which asynccopy.gemm then uses.
 
-Candidates: every kernel that takes the dtype (and the operands' alignment) on this GPU, each of its
-tiles, its stage counts from 2 to what fits (and 1), for a split-k kernel the split its rule picks,
-half of it and none, where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile
-both paired and alone, and where a tile's last wave can be shared out (stream-K) that tile with it and
-without. Each candidate's C is checked against the first candidate's before it is timed
-(CUDA events, median; the same operands, so the figures compare configurations, not inputs)."""
+Candidates: every kernel that takes the dtype (and the operands' alignment) on this GPU, each of its tiles,
+its stage counts from 2 to what fits (and 1), for a split-k kernel the split its rule picks, half of it and
+none, where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile both paired and alone,
+the tile a cluster pair may split k on (GemmKernel.pair_k_tile) as such a pair too, and where a tile's last
+wave can be shared out (stream-K) that tile with it and without. Each candidate's C is checked against the
+first candidate's before it is timed (CUDA events, median; the same operands, so the figures compare
+configurations, not inputs)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
 from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count, stream_k_plan
-from ..matmul import PAIRED, check_operands, configure, launch, matrix, stream_k_default, why_not
+from ..matmul import PAIRED, check_operands, configure, launch, matrix, pair_k_config, stream_k_default, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
 
@@ -40,6 +41,7 @@ class Trial:
     tflops: float
     paired: bool = False  # run as cluster pairs sharing B (GemmKernel.paired_b)
     stream_k: bool = False  # the last wave's tiles shared out among all blocks (gemm_kernels.stream_k_plan)
+    pair_k: bool = False  # run as cluster pairs splitting each tile's k-blocks (GemmKernel.pair_k_tile)
 
 
 @dataclass
@@ -78,6 +80,11 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                         out.append(replace(alone, stream_k=not default_sk))
                     if rec.pairs_share_b(tile, a, b, sp):
                         out.append(replace(alone, defines=PAIRED, stream_k=False))
+                    if tile == rec.pair_k_tile and sp == 1 and kb >= 2:
+                        try:
+                            out.append(pair_k_config(alone, facts, stages))
+                        except ArgumentError:
+                            pass  # this many stages do not fit beside the pair's exchange buffer
     return out
 
 
@@ -119,12 +126,12 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
                                  f"from the first candidate's by {err:.2e}")
         ms = median(time_ms(run, stream, warmup=warmup, reps=reps))
         trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9,
-                            cfg.defines == PAIRED, cfg.stream_k and cfg.defines != PAIRED))
+                            cfg.defines == PAIRED, cfg.stream_k and cfg.defines != PAIRED, cfg.pair_k))
         if progress:
             t = trials[-1]
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"
                      f"{f' splits {t.splits}' if t.splits > 1 else ''}{' paired' if t.paired else ''}"
-                     f"{' stream-K' if t.stream_k else ''}: {t.ms:.3f} ms, "
+                     f"{' stream-K' if t.stream_k else ''}{' pairs split k' if t.pair_k else ''}: {t.ms:.3f} ms, "
                      f"{t.tflops:.0f} TFLOP/s")
     best = min(trials, key=lambda t: t.ms)
     entry = tuning.key(facts, dtype, layout, m, n, k, alignment(a, b))

@@ -61,9 +61,12 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_GROUP_M
 #define ASYNCCOPY_WGMMA_GROUP_M 8
 #endif
-//   ASYNCCOPY_WGMMA_SHARE     with CLUSTER 2, the operand the pair shares: 0 (default) A, the pair on two
-//                             tiles of one tile-row; 1 B, the pair on two tiles of one tile-column, each
-//                             loading half of B's tile (BN >= 128) and multicasting it.
+//   ASYNCCOPY_WGMMA_SHARE     with CLUSTER 2, what the pair shares: 0 (default) A, the pair on two tiles of
+//                             one tile-row; 1 B, the pair on two tiles of one tile-column, each loading half
+//                             of B's tile (BN >= 128) and multicasting it; 2 one tile, its k-blocks split
+//                             between the two (block 0 the first half, block 1 the second), block 1's f32
+//                             accumulators sent into block 0's staging buffers of C by st.async and added
+//                             there (pair_reduce: no shared memory beyond the unpaired kernel's).
 #ifndef ASYNCCOPY_WGMMA_CLUSTER
 #define ASYNCCOPY_WGMMA_CLUSTER 1
 #endif
@@ -73,7 +76,11 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
-constexpr bool SHARE_B = CLUSTER > 1 && ASYNCCOPY_WGMMA_SHARE == 1;  // the pair shares B (else A)
+static_assert(ASYNCCOPY_WGMMA_SHARE >= 0 && ASYNCCOPY_WGMMA_SHARE <= 2, "a pair shares A (0), B (1) or a tile's k (2)");
+constexpr bool SHARE_A = CLUSTER > 1 && ASYNCCOPY_WGMMA_SHARE == 0;  // the pair multicasts A
+constexpr bool SHARE_B = CLUSTER > 1 && ASYNCCOPY_WGMMA_SHARE == 1;  // the pair multicasts B
+constexpr bool PAIR_K = CLUSTER > 1 && ASYNCCOPY_WGMMA_SHARE == 2;   // the pair splits one tile's k-blocks
+constexpr bool MULTICAST = SHARE_A || SHARE_B;
 constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
@@ -149,7 +156,9 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
 // With CLUSTER = 2 a unit is a pair of neighbouring tiles of one tile-row (tiles_n counts pairs then) and
 // block `rank` of the cluster takes tile column 2 pair + rank (past the matrix for an odd last pair: that
 // block still loads and multicasts its half of A, computes zeros and stores nothing); with SHARE_B the
-// pair is two tiles of one tile-column (tiles_m counts pairs) and `rank` picks the tile-row.
+// pair is two tiles of one tile-column (tiles_m counts pairs) and `rank` picks the tile-row; with PAIR_K both
+// blocks take the same tile, block 0 the first half of the unit's k-blocks and block 1 the rest (block 0's
+// half is empty where the unit has one k-block).
 __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int tiles_n, int splits, int k_blocks,
                                             int& tm, int& tn, int& kb0, int& kb1, int rank = 0)
 {
@@ -157,10 +166,14 @@ __device__ __forceinline__ void unit_coords(int u, int tiles, int tiles_m, int t
     ac::grouped_tile<GROUP_M>(u - split * tiles, tiles_m, tiles_n, tm, tn);
     if (SHARE_B)
         tm = CLUSTER * tm + rank;
-    else
+    else if (SHARE_A)
         tn = CLUSTER * tn + rank;
     kb0 = static_cast<int>(static_cast<long long>(split) * k_blocks / splits);
     kb1 = static_cast<int>(static_cast<long long>(split + 1) * k_blocks / splits);
+    if (PAIR_K) {
+        const int mid = kb0 + (kb1 - kb0) / 2;
+        (rank == 0 ? kb1 : kb0) = mid;
+    }
 }
 
 // One piece of a block's work: output tile (tm, tn), its k-blocks [kb0, kb1), the split of k it belongs to
@@ -266,13 +279,76 @@ __device__ __forceinline__ bool lane_zero()
     return lane == 0;
 }
 
-// A consumer warp hands stage s back: to its own block's producer and, in a cluster of two, to its pair's
-// (whose multicast writes into this block's stage s too): a remote arrive, release at CTA scope (no fence:
-// asynccopy/cluster.cuh says why).
+// A consumer warp hands stage s back: to its own block's producer and, in a cluster of two that multicasts, to
+// its pair's (whose multicast writes into this block's stage s too): a remote arrive, release at CTA scope (no
+// fence: asynccopy/cluster.cuh says why).
 __device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s, int rank)
 {
     ac::mbarrier_arrive(&empty[s]);
-    if constexpr (CLUSTER > 1) ac::mbarrier_arrive_remote_cta(&empty[s], static_cast<unsigned>(rank ^ 1));
+    if constexpr (MULTICAST) ac::mbarrier_arrive_remote_cta(&empty[s], static_cast<unsigned>(rank ^ 1));
+}
+
+// PAIR_K, at the end of a tile's products: block 1's warpgroup w sends its f32 accumulators into block 0's staging
+// buffers of C (the warpgroup's 2 x EPI_BUF bytes) by st.async, in rounds of what fits there ([ROUND][128 threads]
+// float4: each warp's 16-byte stores fill whole lines), each round's bytes completing on block 0's red_full, and
+// returns false (block 0 stores the tile). Block 0's warpgroup announces each round's bytes, waits for them
+// (acquire at cluster scope: another block's writes), adds them in and, but for the last round, hands the buffers
+// back on block 1's red_empty once the whole warpgroup has read them; it returns true, and hands the last round's
+// back once its stores of C from the same buffers have been read (pair_release). `sends` counts the warpgroup's
+// rounds so far in either block (the barriers' phases); block 1 waits for the buffers only from its second round
+// on, so across tiles it is already on its next tile's products while block 0 adds and stores.
+template <int BN>
+__device__ __forceinline__ bool pair_reduce(float (&acc)[BN / 2], unsigned char* staging, ac::mbarrier_t* red_full,
+                                            ac::mbarrier_t* red_empty, int rank, unsigned& sends, int w, int t)
+{
+    constexpr int QUADS = BN / 8;                    // float4 of accumulators a thread
+    constexpr int ROUND = 2 * EPI_BUF / (128 * 16);  // float4 a thread the buffers hold
+    constexpr int ROUNDS = (QUADS + ROUND - 1) / ROUND;
+    float4* buf = reinterpret_cast<float4*>(staging);
+    if (rank == 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        unsigned* remote = reinterpret_cast<unsigned*>(cluster.map_shared_rank(buf, 0));
+        auto* bar = reinterpret_cast<cuda::std::uint64_t*>(cluster.map_shared_rank(red_full, 0));
+#pragma unroll
+        for (int r = 0; r < ROUNDS; ++r, ++sends) {
+            ac::mbarrier_wait_parity(red_empty, (sends & 1u) ^ 1u, {"gemm_wgmma", "pair buffers free", w});
+#pragma unroll
+            for (int j = 0; j < ROUND && r * ROUND + j < QUADS; ++j) {
+                const int i = 4 * (r * ROUND + j);
+                const unsigned v[4] = {__float_as_uint(acc[i]), __float_as_uint(acc[i + 1]),
+                                       __float_as_uint(acc[i + 2]), __float_as_uint(acc[i + 3])};
+                cuda::ptx::st_async(remote + 4 * (j * 128 + t), v, bar);
+            }
+        }
+        return false;
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r, ++sends) {
+        const int quads = QUADS - r * ROUND < ROUND ? QUADS - r * ROUND : ROUND;
+        if (t == 0) ac::mbarrier_arrive_expect_tx(red_full, 128u * 16u * quads);
+        ac::mbarrier_wait_parity_cluster(red_full, sends & 1u, {"gemm_wgmma", "pair buffers full", w});
+#pragma unroll
+        for (int j = 0; j < ROUND && r * ROUND + j < QUADS; ++j) {
+            const int i = 4 * (r * ROUND + j);
+            const float4 v = buf[j * 128 + t];
+            acc[i] += v.x;
+            acc[i + 1] += v.y;
+            acc[i + 2] += v.z;
+            acc[i + 3] += v.w;
+        }
+        ac::named_barrier_sync(1 + w, 128);  // every thread of the warpgroup has read the buffers
+        if (r + 1 < ROUNDS && t == 0) ac::mbarrier_arrive_remote_cta(red_empty, 1);
+    }
+    return true;
+}
+
+// PAIR_K, block 0 after storing a tile: its last round's buffers go back to block 1 once the TMA stores that read
+// C from them are done reading (thread 0 issued them).
+__device__ __forceinline__ void pair_release(ac::mbarrier_t* red_empty, int t)
+{
+    if (t != 0) return;
+    ac::bulk_wait_group_read<0>();
+    ac::mbarrier_arrive_remote_cta(red_empty, 1);
 }
 
 }  // namespace
@@ -297,11 +373,19 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
+    __shared__ ac::mbarrier_t red_full[PAIR_K ? CONSUMERS : 1], red_empty[PAIR_K ? CONSUMERS : 1];  // pair_reduce's
     static_assert(STAGES <= 32 && (STAGE_BYTES % 1024) == 0, "stages of whole 1024-byte swizzle repeats");
     if (threadIdx.x < STAGES) {
         ac::mbarrier_init(&full[threadIdx.x], 1);                          // the producer's arrive_expect_tx
-        ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS * CLUSTER);   // one arrival per consumer warp
-        ac::fence_barrier_init();                                          // of the cluster
+        ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS * (MULTICAST ? CLUSTER : 1));  // one arrival per
+        ac::fence_barrier_init();                                          // consumer warp of the cluster
+    }
+    if (PAIR_K && threadIdx.x == 0) {
+        for (int i = 0; i < CONSUMERS; ++i) {
+            ac::mbarrier_init(&red_full[i], 1);   // block 0's arrive_expect_tx, and block 1's st.async bytes
+            ac::mbarrier_init(&red_empty[i], 1);  // block 0's remote arrive
+        }
+        ac::fence_barrier_init();
     }
     int rank = 0;
     if constexpr (CLUSTER > 1) {
@@ -313,7 +397,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
     const int tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
     // units per tile-row and tile-column: tiles, or pairs of them along the shared operand's other extent
-    const int cols = SHARE_B ? tiles_n : (tiles_n + CLUSTER - 1) / CLUSTER;
+    const int cols = SHARE_A ? (tiles_n + CLUSTER - 1) / CLUSTER : tiles_n;
     const int rows = SHARE_B ? (tiles_m + CLUSTER - 1) / CLUSTER : tiles_m;
     const int tiles = rows * cols;
     const int k_blocks = (k + BK - 1) / BK;
@@ -339,7 +423,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                     ac::mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);  // boxes off the matrix count in full
                     unsigned short* a = smem + s * (A_ELEMS + B_ELEMS);
                     unsigned short* b = a + A_ELEMS;
-                    if constexpr (CLUSTER > 1 && !SHARE_B) {
+                    if constexpr (SHARE_A) {
                         // this block's half of A (64 rows of the tile; with A_MN = 1 its panel of 64 m) into the
                         // same place of both blocks' stage, completing on both blocks' full[s]
                         if (A_MN == 0) {
@@ -398,6 +482,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     // [CONSUMERS][2][64][128 bytes] OutT, 128B-swizzled: each consumer's two staging buffers of C for
     // the TMA stores, after the stages
     unsigned char* staging = reinterpret_cast<unsigned char*>(smem + STAGES * (A_ELEMS + B_ELEMS)) + w * 2 * EPI_BUF;
+    unsigned pair_sends = 0;  // PAIR_K: the rounds of accumulators this warpgroup's pair_reduce has passed so far
     float acc[BN / 2];
     u64 it = 0;
     unsigned stores = 0;  // this consumer's TMA stores so far: buffer stores % 2 is next
@@ -438,7 +523,13 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         ac::wgmma_wait<0>();
         ac::accumulator_fence(acc);
         if (prev >= 0 && lane_zero()) release_stage(empty, prev, rank);
-        if constexpr (CLUSTER > 1) {
+        if (kb0 == kb1) {  // no k-block here (PAIR_K's block 0 of a one-k-block tile): this block's share is 0
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+        }
+        if constexpr (PAIR_K) {
+            if (!pair_reduce<BN>(acc, staging, &red_full[w], &red_empty[w], rank, pair_sends, w, t)) continue;
+        } else if constexpr (CLUSTER > 1) {
             if (tn >= tiles_n || tm >= tiles_m) continue;  // the second tile of an odd last pair: nothing to store
         } else {
             if (p.sk >= 0 && (kb0 > 0 || kb1 < k_blocks) &&
@@ -450,6 +541,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             store_tma<OutT, BN>(acc, &map_c, staging, tn * BN, row0, t, w, stores);
         else
             store_direct<OutT, BN, ALIGN>(acc, c + static_cast<long long>(p.split) * m * ldc, ldc, m, n, row0, tn * BN, t);
+        if constexpr (PAIR_K) pair_release(&red_empty[w], t);
     }
     if constexpr (ALIGN == 16) {
         if (t == 0) ac::bulk_wait_group<0>();  // the staging buffers stay alive until the last store is done

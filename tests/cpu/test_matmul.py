@@ -192,20 +192,63 @@ def test_a_vector_is_called_the_layout_whose_elements_are_adjacent():
 
 
 def test_cluster_knobs_the_launch_cannot_take_are_named():
-    from asynccopy.matmul import _cluster_of
+    from asynccopy.gemm_kernels import cluster_of
 
     base = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, 256), 3, False, True, 16)
-    assert _cluster_of(base) == (1, False)
-    assert _cluster_of(replace(base, defines=matmul.PAIRED)) == (2, True)
-    assert _cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 2),))) == (2, False)
+    assert cluster_of(base) == (1, None)
+    assert cluster_of(replace(base, defines=matmul.PAIRED)) == (2, "b")
+    assert cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 2),))) == (2, "a")
+    assert cluster_of(replace(base, tile=(128, 128), defines=matmul.PAIR_K)) == (2, "k")
     with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_SHARE=1: a shared B tile needs 128 or more columns "
                                             r"\(tile 128 x 64\)"):
-        _cluster_of(replace(base, tile=(128, 64), defines=matmul.PAIRED))
+        cluster_of(replace(base, tile=(128, 64), defines=matmul.PAIRED))
+    with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_SHARE='3': a pair shares A \(0\), B \(1\) or a tile's k"):
+        cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, "3"))))
     with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_CLUSTER=2: clusters of 1 or 2 blocks, and 2 only "
                                             r"without split k \(splits=4\)"):
-        _cluster_of(replace(base, splits=4, defines=matmul.PAIRED))
+        cluster_of(replace(base, splits=4, defines=matmul.PAIRED))
     with pytest.raises(ArgumentError, match=r"ASYNCCOPY_WGMMA_CLUSTER=4: clusters of 1 or 2 blocks"):
-        _cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 4),)))
+        cluster_of(replace(base, defines=((matmul.CLUSTER_KNOB, 4),)))
+
+
+@pytest.mark.parametrize("a_mn, b_mn", [(False, True), (True, False)])
+@pytest.mark.parametrize("tile_n, out_dtype", [(128, "bfloat16"), (64, "float32"), (256, "bfloat16")])
+def test_the_pair_k_variant_sends_its_accumulators_by_st_async(a_mn, b_mn, tile_n, out_dtype):
+    """PAIR_K: block 1 of a pair sends a consumer thread's BN / 2 accumulators as BN / 8 16-byte st.async into
+    block 0 (in rounds of what C's staging buffers hold); neither block multicasts; GPU-scope fences only at the
+    cluster syncs; no local memory; no more shared memory than the tile alone."""
+    cfg = GemmConfig("wgmma", "bfloat16", out_dtype, (128, tile_n), 4, a_mn, b_mn, 16, defines=matmul.PAIR_K)
+    module = cfg.compile("sm_90a")
+    sass = module.sass()
+    assert len(re.findall(r"\bSTAS\.128\b", sass)) == tile_n // 8, sass.count("STAS")
+    assert "MULTICAST" not in sass
+    assert sass.count("MEMBAR.ALL.GPU") == sass.count("UCGABAR_ARV") > 0
+    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
+    assert cfg.smem_bytes == replace(cfg, defines=()).smem_bytes
+
+
+@pytest.mark.parametrize("shape, pairs", [
+    ((128, 8192, 8192), True),    # 64 tiles of 128 x 128: 128 blocks of half their k, against 128 x 64 tiles
+    ((1024, 1024, 4096), True),   # the same 64 tiles, 32 k-blocks a block
+    ((1024, 1024, 2048), True),   # 16 a block
+    ((1024, 1024, 2040), True),   # 32 k-blocks, the last partial
+    ((1024, 1024, 1984), False),  # 31 k-blocks: fewer than 16 a block
+    ((1024, 1024, 1024), False),  # 8 a block: the exchange costs more than the idle SMs
+    ((2048, 2048, 2048), False),  # 256 tiles: 128 x 256 tiles alone fill the SMs
+    ((256, 256, 16384), False),   # 4 tiles: split k into 8 instead
+    ((8192, 8192, 8192), False),
+])
+def test_pairs_split_k_where_a_tile_alone_leaves_the_sms_idle(shape, pairs):
+    m, n, k = shape
+    a, b = _m(m, k), _m(k, n, row_major=True)
+    cfg = matmul.configure(a, b, "bfloat16", H200)
+    assert cfg.pair_k == pairs, cfg
+    if pairs:
+        assert cfg.tile == (128, 128) and cfg.splits == 1 and not cfg.stream_k
+        assert cfg.smem_bytes + matmul.KERNELS["wgmma"].smem_reserve <= H200.smem_per_block_optin
+    # a tile given by the caller is taken as given
+    assert not matmul.configure(a, b, "bfloat16", H200, tile=(128, 128)).pair_k
 
 
 def _stream_k_cases():

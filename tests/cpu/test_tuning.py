@@ -111,8 +111,9 @@ def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cach
     base = matmul.configure(a, b, "bfloat16", H200)
     assert base.defines == gemm_tune.PAIRED
     configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
-    paired = [c for c in configs if c.defines]
-    assert paired and all(c.defines == gemm_tune.PAIRED and c.tile == (128, 256) and c.splits == 1 for c in paired)
+    paired = [c for c in configs if c.defines == gemm_tune.PAIRED]
+    assert paired and all(c.tile == (128, 256) and c.splits == 1 for c in paired)
+    assert {c.defines for c in configs} == {(), gemm_tune.PAIRED, matmul.PAIR_K}
     assert {c.stages for c in paired} == {c.stages for c in configs if c.tile == (128, 256) and not c.defines}
     entry = tuning.key(H200, "bfloat16", "nn", 3000, 3000, 4096)
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": False})
@@ -128,6 +129,26 @@ def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cach
                 {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
     tuned = matmul.configure(a, b, "bfloat16", H200)
     assert (tuned.splits, tuned.stages, tuned.defines) == (1, 3, gemm_tune.PAIRED)
+
+
+def test_tuning_tries_pairs_splitting_k_and_gemm_follows_the_record(cache):
+    from asynccopy.bench import gemm_tune
+
+    a, b = _m(128, 8192), _m(8192, 8192)
+    base = matmul.configure(a, b, "bfloat16", H200)
+    assert base.pair_k and base.stages == 6  # the default: 64 tiles of 128 x 128, each split between a pair
+    configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
+    pairs = [c for c in configs if c.pair_k]
+    # the pair-k tile at every stage count it takes alone, one split, no stream-K
+    assert {c.stages for c in pairs} == {c.stages for c in configs if c.tile == (128, 128) and not c.defines}
+    assert all(c.tile == (128, 128) and c.splits == 1 and not c.stream_k for c in pairs)
+    entry = tuning.key(H200, "bfloat16", "nn", 128, 8192, 8192)
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 128], "stages": 5, "splits": 1, "pair_k": True})
+    tuned = matmul.configure(a, b, "bfloat16", H200)
+    assert tuned.pair_k and tuned.stages == 5
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 64], "stages": 8, "splits": 1, "pair_k": False})
+    tuned = matmul.configure(a, b, "bfloat16", H200)
+    assert not tuned.pair_k and tuned.tile == (128, 64)
 
 
 def test_tuning_tries_stream_k_both_ways_where_a_last_wave_can_be_shared_and_gemm_follows_the_record(cache):

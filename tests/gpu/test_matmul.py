@@ -220,6 +220,36 @@ def test_the_cluster_variant_computes_the_same_product(torch, facts, shape, a_mn
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL["bfloat16"]
 
 
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("shape", [(128, 1000, 4096), (300, 520, 1), (200, 263, 130), (2000, 1900, 700)])
+@pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("tile_n", [64, 128])
+def test_the_pair_k_variant_computes_the_same_product(torch, facts, shape, a_mn, b_mn, tile_n):
+    """gemm_wgmma with PAIR_K: the two blocks of a cluster split each tile's k-blocks and block 1's accumulators
+    are added in block 0's shared memory. One k-block (block 0's half empty), three (halves of 1 and 2), C's rows
+    off 16 bytes (stored from the registers), an f32 C, and more tiles than pairs (each pair's exchange buffer
+    reused tile after tile); twice on one stream."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    m, n, k = shape
+    out_dtype = "float32" if (a_mn, tile_n) == (True, 64) else "bfloat16"
+    a, ha = _operand(torch, m, k, a_mn, torch.bfloat16)
+    b, hb = _operand(torch, k, n, not b_mn, torch.bfloat16)  # B_MN = 1: row-major B
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    cfg = matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=(128, tile_n), stages=3)
+    cfg = matmul.pair_k_config(replace(cfg, splits=1), facts, stages=3)
+    ref = ha @ hb
+    for _ in range(2):
+        store = torch.full((m, n + 8), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        matmul.launch(cfg, ma, mb, store.data_ptr(), n + 8, stream=stream, facts=facts)
+        c = store[:, :n].double().cpu().numpy()
+        assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+        assert np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-30) < TOL["bfloat16"]
+
+
 @pytest.mark.parametrize("shape", [(200, 763, 1000), (1, 300, 77), (1000, 130, 200), (256, 256, 1)])
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize("pad, offset", [(8, 0), (1, 0), (4, 2)])  # copies of 16, 2 and 8 bytes

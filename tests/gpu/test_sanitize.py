@@ -159,6 +159,28 @@ def test_gemm_cluster_pairs(cupy, facts, share):
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()
 
 
+def test_gemm_pairs_splitting_k(cupy, facts):
+    """gemm_wgmma's pairs splitting each tile's k-blocks (PAIR_K): block 1's accumulators by st.async into block 0;
+    81 tiles of 128 x 128 over at most 66 resident pairs, so that exchange buffers are handed back and reused."""
+    from cuda.core import Stream
+
+    from asynccopy import matmul
+
+    require_cc(facts, (9, 0))
+    rng = np.random.default_rng(3)
+    m, n, k = 1100, 1040, 200  # 9 x 9 tiles, 4 k-blocks: 2 a block
+    a = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
+    b = cupy.asarray(rng.standard_normal((k, n)).astype(np.float16))
+    out = cupy.full((m, n), np.nan, dtype=np.float16)
+    stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    cfg = matmul.configure(ma, mb, "float16", facts, kernel="wgmma", tile=(128, 128), stages=2)
+    matmul.launch(matmul.pair_k_config(cfg, facts, stages=2), ma, mb, out.data.ptr, n, stream=stream, facts=facts)
+    stream.sync()
+    ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()
+
+
 def _attention64(cupy, q, k, v, causal):
     """SDPA in float64 on the host: (batch, heads, seq, head_dim), key/value heads dividing the query heads,
     the causal mask aligned top left."""
