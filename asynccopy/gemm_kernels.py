@@ -17,6 +17,7 @@ CLUSTER_KNOB = "ASYNCCOPY_WGMMA_CLUSTER"  # gemm_wgmma.cu's clusters of two bloc
 SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # what a pair shares: "0" A (multicast), "1" B (multicast), "2" one tile's k
 PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # pairs sharing B: the default where B's rows are off 128-byte lines
 PAIR_K = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "2"))  # pairs splitting one tile's k-blocks, summed in shared memory
+PAIR_BULK_KNOB = "ASYNCCOPY_WGMMA_PAIR_BULK"  # with PAIR_K, 1: block 1's accumulators go by bulk copies (else st.async)
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
 
@@ -111,14 +112,15 @@ class GemmKernel:
     def pair_k_pays(self, m: int, n: int, k: int, sms: int, align: int = 16,
                     layout: tuple[bool, bool] = (False, True)) -> bool:
         """Whether cluster pairs splitting the k-blocks of ``pair_k_tile`` are the default for an m x n x k product:
-        where the tile alone would not split k (split_count: too many tiles for it), each block keeps at least
-        MIN_PAIR_K_BLOCKS k-blocks, and the pairs' estimated time (tile_cost, two blocks a tile) is below the best
-        tile's alone."""
+        where the pairs fit in one wave (measured only there: the exchange of accumulators, about 2.5 us a tile on
+        the H200, would be paid once a tile in every wave), the tile alone would not split k (split_count: too many
+        tiles for it), each block keeps at least MIN_PAIR_K_BLOCKS k-blocks, and the pairs' estimated time
+        (tile_cost, two blocks a tile) is below the best tile's alone."""
         tile = self.pair_k_tile
         if tile is None or tile not in self.tiles_for(align):
             return False
         tiles, kb = -(-m // tile[0]) * -(-n // tile[1]), -(-k // self.bk)
-        if split_count(tiles, kb, sms) > 1 or kb < 2 * MIN_PAIR_K_BLOCKS:
+        if 2 * tiles > sms or split_count(tiles, kb, sms) > 1 or kb < 2 * MIN_PAIR_K_BLOCKS:
             return False
         alone = self.default_tile(m, n, sms, align, layout)
         return self.tile_cost(tile, m, n, sms, 2) < self.tile_cost(alone, m, n, sms)

@@ -26,6 +26,7 @@ from .gemm_kernels import (
     KERNELS,
     MMA_WARPS_KNOB,
     OUT_DTYPES,
+    PAIR_BULK_KNOB,
     PAIR_K,
     PAIRED,
     SHARE_KNOB,
@@ -40,9 +41,9 @@ from .gemm_kernels import (
 )
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
-__all__ = ["CLUSTER_KNOB", "DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED", "PAIR_K", "SHARE_KNOB",
-           "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure", "gemm", "itemsize", "launch", "matrix",
-           "split_count", "stream_k_default", "stream_k_pays", "stream_k_plan", "why_not"]
+__all__ = ["CLUSTER_KNOB", "DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED", "PAIR_BULK_KNOB", "PAIR_K",
+           "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure", "gemm", "itemsize", "launch",
+           "matrix", "split_count", "stream_k_default", "stream_k_pays", "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:

@@ -73,6 +73,12 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_SHARE
 #define ASYNCCOPY_WGMMA_SHARE 0
 #endif
+//   ASYNCCOPY_WGMMA_PAIR_BULK with SHARE 2: 1 (default), block 1 writes each round of its accumulators into its own
+//                             staging buffers and one thread copies them to block 0's by a bulk copy (the TMA
+//                             engine); 0: every thread st.async's its own 16-byte pieces
+#ifndef ASYNCCOPY_WGMMA_PAIR_BULK
+#define ASYNCCOPY_WGMMA_PAIR_BULK 1
+#endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
@@ -312,6 +318,20 @@ __device__ __forceinline__ bool pair_reduce(float (&acc)[BN / 2], unsigned char*
 #pragma unroll
         for (int r = 0; r < ROUNDS; ++r, ++sends) {
             ac::mbarrier_wait_parity(red_empty, (sends & 1u) ^ 1u, {"gemm_wgmma", "pair buffers free", w});
+            if constexpr (ASYNCCOPY_WGMMA_PAIR_BULK != 0) {
+                // the round into this block's own buffers (free: block 0 has received the last copy from them),
+                // then one bulk copy of them into block 0's
+                const int quads = QUADS - r * ROUND < ROUND ? QUADS - r * ROUND : ROUND;
+#pragma unroll
+                for (int j = 0; j < ROUND && r * ROUND + j < QUADS; ++j) {
+                    const int i = 4 * (r * ROUND + j);
+                    buf[j * 128 + t] = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+                }
+                ac::fence_proxy_async_shared();  // these generic writes before the copy engine reads them
+                ac::named_barrier_sync(1 + w, 128);
+                if (t == 0) ac::bulk_copy_to_rank(buf, buf, 128u * 16u * quads, red_full, 0);
+                continue;
+            }
 #pragma unroll
             for (int j = 0; j < ROUND && r * ROUND + j < QUADS; ++j) {
                 const int i = 4 * (r * ROUND + j);

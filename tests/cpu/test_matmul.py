@@ -213,14 +213,20 @@ def test_cluster_knobs_the_launch_cannot_take_are_named():
 
 @pytest.mark.parametrize("a_mn, b_mn", [(False, True), (True, False)])
 @pytest.mark.parametrize("tile_n, out_dtype", [(128, "bfloat16"), (64, "float32"), (256, "bfloat16")])
-def test_the_pair_k_variant_sends_its_accumulators_by_st_async(a_mn, b_mn, tile_n, out_dtype):
-    """PAIR_K: block 1 of a pair sends a consumer thread's BN / 2 accumulators as BN / 8 16-byte st.async into
-    block 0 (in rounds of what C's staging buffers hold); neither block multicasts; GPU-scope fences only at the
-    cluster syncs; no local memory; no more shared memory than the tile alone."""
-    cfg = GemmConfig("wgmma", "bfloat16", out_dtype, (128, tile_n), 4, a_mn, b_mn, 16, defines=matmul.PAIR_K)
+@pytest.mark.parametrize("bulk", [None, 0])
+def test_the_pair_k_variant_sends_its_accumulators_into_block_0(a_mn, b_mn, tile_n, out_dtype, bulk):
+    """PAIR_K: block 1 of a pair sends its accumulators into block 0's staging buffers in rounds of what they hold
+    (16 KiB a warpgroup: BN / 64 rounds), by default one bulk copy a round (UBLKCP shared to shared), with the knob
+    at 0 a consumer thread's BN / 2 accumulators as BN / 8 16-byte st.async; neither block multicasts; GPU-scope
+    fences only at the cluster syncs; no local memory; no more shared memory than the tile alone."""
+    knob = () if bulk is None else ((matmul.PAIR_BULK_KNOB, bulk),)
+    cfg = GemmConfig("wgmma", "bfloat16", out_dtype, (128, tile_n), 4, a_mn, b_mn, 16, defines=matmul.PAIR_K + knob)
     module = cfg.compile("sm_90a")
     sass = module.sass()
-    assert len(re.findall(r"\bSTAS\.128\b", sass)) == tile_n // 8, sass.count("STAS")
+    if bulk is None:
+        assert len(re.findall(r"\bUBLKCP\.S\.S\b", sass)) == tile_n // 64 and "STAS" not in sass
+    else:
+        assert len(re.findall(r"\bSTAS\.128\b", sass)) == tile_n // 8 and "UBLKCP" not in sass
     assert "MULTICAST" not in sass
     assert sass.count("MEMBAR.ALL.GPU") == sass.count("UCGABAR_ARV") > 0
     usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
@@ -236,6 +242,8 @@ def test_the_pair_k_variant_sends_its_accumulators_by_st_async(a_mn, b_mn, tile_
     ((1024, 1024, 1984), False),  # 31 k-blocks: fewer than 16 a block
     ((1024, 1024, 1024), False),  # 8 a block: the exchange costs more than the idle SMs
     ((2048, 2048, 2048), False),  # 256 tiles: 128 x 256 tiles alone fill the SMs
+    ((2000, 2200, 2048), False),  # 288 tiles of 128 x 128: more pairs than one wave (stream-K instead)
+    ((1024, 1152, 8192), False),  # 72 tiles: 144 blocks, one more than a wave
     ((256, 256, 16384), False),   # 4 tiles: split k into 8 instead
     ((8192, 8192, 8192), False),
 ])

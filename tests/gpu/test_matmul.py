@@ -224,11 +224,12 @@ def test_the_cluster_variant_computes_the_same_product(torch, facts, shape, a_mn
 @pytest.mark.parametrize("shape", [(128, 1000, 4096), (300, 520, 1), (200, 263, 130), (2000, 1900, 700)])
 @pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("tile_n", [64, 128])
-def test_the_pair_k_variant_computes_the_same_product(torch, facts, shape, a_mn, b_mn, tile_n):
+@pytest.mark.parametrize("bulk", [0, 1])
+def test_the_pair_k_variant_computes_the_same_product(torch, facts, shape, a_mn, b_mn, tile_n, bulk):
     """gemm_wgmma with PAIR_K: the two blocks of a cluster split each tile's k-blocks and block 1's accumulators
     are added in block 0's shared memory. One k-block (block 0's half empty), three (halves of 1 and 2), C's rows
     off 16 bytes (stored from the registers), an f32 C, and more tiles than pairs (each pair's exchange buffer
-    reused tile after tile); twice on one stream."""
+    reused tile after tile); twice on one stream. Block 1's accumulators by st.async or by bulk copies."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -241,6 +242,7 @@ def test_the_pair_k_variant_computes_the_same_product(torch, facts, shape, a_mn,
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=(128, tile_n), stages=3)
     cfg = matmul.pair_k_config(replace(cfg, splits=1), facts, stages=3)
+    cfg = replace(cfg, defines=cfg.defines + ((matmul.PAIR_BULK_KNOB, bulk),))
     ref = ha @ hb
     for _ in range(2):
         store = torch.full((m, n + 8), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))

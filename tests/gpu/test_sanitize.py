@@ -159,9 +159,13 @@ def test_gemm_cluster_pairs(cupy, facts, share):
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()
 
 
-def test_gemm_pairs_splitting_k(cupy, facts):
-    """gemm_wgmma's pairs splitting each tile's k-blocks (PAIR_K): block 1's accumulators by st.async into block 0;
-    81 tiles of 128 x 128 over at most 66 resident pairs, so that exchange buffers are handed back and reused."""
+@pytest.mark.parametrize("bulk", [0, 1], ids=["st_async", "bulk_copy"])
+def test_gemm_pairs_splitting_k(cupy, facts, bulk):
+    """gemm_wgmma's pairs splitting each tile's k-blocks (PAIR_K): block 1's accumulators into block 0 by st.async
+    or bulk copies; 81 tiles of 128 x 128 over at most 66 resident pairs, so that exchange buffers are handed back
+    and reused."""
+    from dataclasses import replace
+
     from cuda.core import Stream
 
     from asynccopy import matmul
@@ -175,7 +179,9 @@ def test_gemm_pairs_splitting_k(cupy, facts):
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = matmul.configure(ma, mb, "float16", facts, kernel="wgmma", tile=(128, 128), stages=2)
-    matmul.launch(matmul.pair_k_config(cfg, facts, stages=2), ma, mb, out.data.ptr, n, stream=stream, facts=facts)
+    cfg = matmul.pair_k_config(cfg, facts, stages=2)
+    cfg = replace(cfg, defines=cfg.defines + ((matmul.PAIR_BULK_KNOB, bulk),))
+    matmul.launch(cfg, ma, mb, out.data.ptr, n, stream=stream, facts=facts)
     stream.sync()
     ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - ref).max() < 2e-2 * np.abs(ref).max()

@@ -1,7 +1,8 @@
 // asynccopy/cluster.cuh — one named wrapper per cluster-scope operation a kernel of a thread-block cluster
 // needs beside the mbarrier ones (asynccopy/mbarrier.cuh).
 //
-// What: an arrival on an mbarrier in another block's shared memory, two ways:
+// What: an arrival on an mbarrier in another block's shared memory, two ways (and a bulk copy into another
+// block's shared memory, bulk_copy_to_rank):
 //   mbarrier_arrive_remote      release at cluster scope, on the address cooperative_groups'
 //                               cluster.map_shared_rank returned for it (its shared::cluster window); the owner
 //                               waits at cluster scope (mbarrier_wait_parity_cluster), so that the arriving
@@ -37,6 +38,20 @@ __device__ __forceinline__ void mbarrier_arrive_remote_cta(mbarrier_t* bar, unsi
     asm volatile("{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
                  " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
                  "r"(rank)
+                 : "memory");
+}
+
+// cp.async.bulk.shared::cluster.shared::cta: `bytes` (a multiple of 16) from this block's shared memory at `src` to
+// the same offset as `dst` in block `rank` of the cluster, completing on the barrier at `bar`'s offset there (the
+// receiver announces the bytes with its own arrive_expect_tx). The source may be overwritten only once the
+// receiver says the copy is complete (its barrier's phase: the receiver's word, through another barrier). Ordinary
+// writes of the source before it need fence_proxy_async_shared (asynccopy/tma.cuh) and a barrier.
+__device__ __forceinline__ void bulk_copy_to_rank(const void* dst, const void* src, unsigned bytes, const mbarrier_t* bar,
+                                                  unsigned rank)
+{
+    asm volatile("{\n .reg .b32 d, b;\n mapa.shared::cluster.u32 d, %0, %4;\n mapa.shared::cluster.u32 b, %3, %4;\n"
+                 " cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [d], [%1], %2, [b];\n}\n"
+                 ::"r"(smem_addr(dst)), "r"(smem_addr(src)), "r"(bytes), "r"(smem_addr(bar)), "r"(rank)
                  : "memory");
 }
 
