@@ -174,10 +174,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     k_blocks = -(-a.cols // cfg.record.bk)
     cfg = replace(cfg, splits=splits) if cfg.record.split_k and 1 <= splits <= k_blocks else cfg
     if record.get("pair_k") and cfg.tile == cfg.record.pair_k_tile and cfg.splits == 1:
-        try:
-            return pair_k_config(cfg, facts, stages)  # the record ran as pairs splitting each tile's k
-        except ArgumentError:
-            return None
+        return pair_k_config(cfg, facts, stages)  # the record ran as pairs splitting each tile's k (stages fit: above)
     pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
     if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
         pair = pair and bool(record["paired"])

@@ -81,10 +81,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                     if rec.pairs_share_b(tile, a, b, sp):
                         out.append(replace(alone, defines=PAIRED, stream_k=False))
                     if tile == rec.pair_k_tile and sp == 1 and kb >= 2:
-                        try:
-                            out.append(pair_k_config(alone, facts, stages))
-                        except ArgumentError:
-                            pass  # this many stages do not fit beside the pair's exchange buffer
+                        out.append(pair_k_config(alone, facts, stages))
     return out
 
 

@@ -65,8 +65,9 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 //                             one tile-row; 1 B, the pair on two tiles of one tile-column, each loading half
 //                             of B's tile (BN >= 128) and multicasting it; 2 one tile, its k-blocks split
 //                             between the two (block 0 the first half, block 1 the second), block 1's f32
-//                             accumulators sent into block 0's staging buffers of C by st.async and added
-//                             there (pair_reduce: no shared memory beyond the unpaired kernel's).
+//                             accumulators sent into block 0's staging buffers of C (bulk copies or st.async:
+//                             ASYNCCOPY_WGMMA_PAIR_BULK) and added there (pair_reduce: no shared memory beyond
+//                             the unpaired kernel's).
 #ifndef ASYNCCOPY_WGMMA_CLUSTER
 #define ASYNCCOPY_WGMMA_CLUSTER 1
 #endif
@@ -295,8 +296,9 @@ __device__ __forceinline__ void release_stage(ac::mbarrier_t* empty, int s, int 
 }
 
 // PAIR_K, at the end of a tile's products: block 1's warpgroup w sends its f32 accumulators into block 0's staging
-// buffers of C (the warpgroup's 2 x EPI_BUF bytes) by st.async, in rounds of what fits there ([ROUND][128 threads]
-// float4: each warp's 16-byte stores fill whole lines), each round's bytes completing on block 0's red_full, and
+// buffers of C (the warpgroup's 2 x EPI_BUF bytes) in rounds of what fits there ([ROUND][128 threads] float4: each
+// warp's 16-byte stores fill whole lines), each round by one bulk copy from block 1's own staging buffers
+// (PAIR_BULK) or by every thread's st.async, its bytes completing on block 0's red_full, and
 // returns false (block 0 stores the tile). Block 0's warpgroup announces each round's bytes, waits for them
 // (acquire at cluster scope: another block's writes), adds them in and, but for the last round, hands the buffers
 // back on block 1's red_empty once the whole warpgroup has read them; it returns true, and hands the last round's
@@ -402,7 +404,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
     if (PAIR_K && threadIdx.x == 0) {
         for (int i = 0; i < CONSUMERS; ++i) {
-            ac::mbarrier_init(&red_full[i], 1);   // block 0's arrive_expect_tx, and block 1's st.async bytes
+            ac::mbarrier_init(&red_full[i], 1);   // block 0's arrive_expect_tx, and block 1's copied bytes
             ac::mbarrier_init(&red_empty[i], 1);  // block 0's remote arrive
         }
         ac::fence_barrier_init();

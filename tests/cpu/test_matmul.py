@@ -259,6 +259,13 @@ def test_pairs_split_k_where_a_tile_alone_leaves_the_sms_idle(shape, pairs):
     assert not matmul.configure(a, b, "bfloat16", H200, tile=(128, 128)).pair_k
 
 
+def test_a_pair_k_stage_count_that_does_not_fit_is_named():
+    cfg = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, 128), 4, False, True, 16)
+    assert matmul.pair_k_config(cfg, H200, 6).stages == 6
+    with pytest.raises(ArgumentError, match=r"^7 stages of tile 128 x 128 do not fit; at most 6$"):
+        matmul.pair_k_config(cfg, H200, 7)
+
+
 def _stream_k_cases():
     import random
 
