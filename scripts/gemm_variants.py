@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from asynccopy import device, matmul
 from asynccopy.bench import gemm_bench
-from asynccopy.bench.harness import median, time_ms
+from asynccopy.bench.harness import median, settle, time_ms
 
 
 def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -39,7 +39,10 @@ def main(argv=None) -> int:
     p.add_argument("--splits", default=None, help="comma-separated splits of k (split_k kernels; default: chosen)")
     p.add_argument("--l2", default=None, help="comma-separated L2 promotions of the operand maps (TMA kernels)")
     p.add_argument("--variant", action="append", default=None, help="NAME[:MACRO=VALUE,...]; repeatable")
-    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--reps", type=int, default=30, help="timed runs of each case, split over the rounds")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of every case in turn (default 3)")
+    p.add_argument("--settle", type=float, default=0.5,
+                   help="seconds of cuBLAS's load before the rounds, for the clock it sustains (default 0.5; 0: none)")
     args = p.parse_args(argv)
 
     import torch
@@ -62,22 +65,18 @@ def main(argv=None) -> int:
 
 
 def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
-    """Every variant and stage count on one shape, after the same inputs' torch.matmul."""
+    """Every variant and stage count on one shape beside the same inputs' torch.matmul: each checked first, then
+    (after the clock has settled under cuBLAS's load) all timed in turn, round after round, so that a drifting
+    clock weighs on each alike; the median over every round's reps."""
     m, n, k = (int(x) for x in shape.split("x"))
     ops = gemm_bench._Operands(torch, m, n, k, dtype, facts.l2_bytes)
     flops = 2 * m * n * k
-
-    def row(label, st, fn, err, ref_ms):
-        ms = median(time_ms(fn, s, warmup=3, reps=args.reps))
-        print(f"{shape:>18} {label:>14} {st if st else '-':>6} {ms:8.3f} {flops / ms / 1e9:8.0f} "
-              f"{100 * ref_ms / ms if ref_ms else 100:8.0f} {err:8.1e}", flush=True)
-        return ms
 
     def cublas(i):
         j = i % ops.sets
         torch.matmul(ops.a[j], ops.b[j], out=ops.c[j])
 
-    ref_ms = row("cuBLAS", None, cublas, 0.0, 0)
+    cases = [("cuBLAS", "-", cublas, 0.0)]
     splits = [int(x) for x in args.splits.split(",")] if args.splits else [None]
     l2s = args.l2.split(",") if args.l2 else [None]
     for name, defines, st, sp, l2 in ((v, d, st, sp, l2) for v, d in variants for st in stages for sp in splits
@@ -102,7 +101,19 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
         if not err < gemm_bench.TOLERANCE[dtype]:
             print(f"{shape:>18} {label:>14} {cfg.stages:>6} WRONG: relative error {err:.2e}", flush=True)
             continue
-        row(label, cfg.stages, run, err, ref_ms)
+        cases.append((label, cfg.stages, run, err))
+    if args.settle > 0:
+        settle(cublas, s, args.settle)
+    samples = [[] for _ in cases]
+    per_round = max(1, args.reps // args.rounds)
+    for _ in range(args.rounds):
+        for i, (_, _, fn, _) in enumerate(cases):
+            samples[i] += time_ms(fn, s, warmup=1, reps=per_round)
+    ref_ms = median(samples[0])
+    for (label, st, _, err), got in zip(cases, samples):
+        ms = median(got)
+        print(f"{shape:>18} {label:>14} {st:>6} {ms:8.3f} {flops / ms / 1e9:8.0f} {100 * ref_ms / ms:8.0f} "
+              f"{err:8.1e}", flush=True)
 
 
 if __name__ == "__main__":
