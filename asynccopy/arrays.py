@@ -80,6 +80,50 @@ def device_view(obj: object, name: str, *, stream):
     return smv, {"bf16": "bfloat16", "half": "float16"}.get(dtype, dtype)
 
 
+_TORCH_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}
+
+
+def torch_layout(obj: object, stream) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int] | None:
+    """(address, shape, element strides, dtype name, device) of a CUDA PyTorch tensor read from its attributes, where
+    that is all DLPack would give: a bf16 / f16 / f32 tensor that needs no gradient, and ``stream`` is its device's
+    current PyTorch stream, so nothing needs ordering (DLPack would make ``stream`` wait for that one). None otherwise:
+    device_view's DLPack path then (and its errors)."""
+    if _kind(obj) != "torch" or not getattr(obj, "is_cuda", False) or obj.requires_grad:
+        return None
+    dtype = _TORCH_DTYPES.get(str(obj.dtype))
+    if dtype is None:
+        return None
+    import torch
+
+    if torch.cuda.current_stream(obj.device).cuda_stream != int(stream.handle):
+        return None
+    return obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dtype, obj.device.index
+
+
+def device_layout(obj: object, name: str, *, stream) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, str, int]:
+    """(address, shape, element strides or None, dtype name, device) of a CUDA array ordered onto ``stream``:
+    torch_layout's where it applies, else device_view's."""
+    fast = torch_layout(obj, stream)
+    if fast is not None:
+        return fast
+    smv, dtype = device_view(obj, name, stream=stream)
+    return smv.ptr, tuple(smv.shape), smv.strides, dtype, smv.device_id
+
+
+_streams: dict[tuple[int, int], object] = {}  # (device, handle) -> its cuda.core Stream (a handle wraps cheaply once)
+
+
+def _from_handle(device_id: int, handle: int):
+    from cuda.core import Stream
+
+    got = _streams.get((device_id, handle))
+    if got is None:
+        if len(_streams) > 256:
+            _streams.clear()
+        got = _streams[(device_id, handle)] = Stream.from_handle(handle)
+    return got
+
+
 def resolve_stream(stream: object, like: object | None = None):
     """A cuda.core Stream from ``stream``: a cuda.core Stream, an object with ``__cuda_stream__``
     (CuPy, PyTorch, ...), or a raw ``cudaStream_t`` as int. ``None``: the current stream of the
@@ -104,12 +148,12 @@ def resolve_stream(stream: object, like: object | None = None):
     if isinstance(stream, Stream):
         return stream
     if isinstance(stream, int):
-        return Stream.from_handle(stream)
+        return _from_handle(dev.device_id, stream)
     if hasattr(stream, "__cuda_stream__"):
         return dev.create_stream(stream)
     for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream without the protocol
         if isinstance(getattr(stream, attr, None), int):
-            return Stream.from_handle(getattr(stream, attr))
+            return _from_handle(dev.device_id, getattr(stream, attr))
     raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, "
                         f"got {type(stream).__name__}")
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import arrays, build, device, workspace
+from . import arrays, build, device, memo, tuning, workspace
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
 from .gemm_kernels import (
@@ -161,7 +161,6 @@ def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int
 def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | None:
     """The configuration of this shape class's tuning record (asynccopy.tuning), if there is one whose
     kernel, tile and stages can take these operands here."""
-    from . import tuning
 
     record = tuning.lookup(facts, a.dtype, not a.row_major, b.row_major, a.rows, b.cols, a.cols, alignment(a, b))
     if not record or record.get("kernel") not in usable:
@@ -309,7 +308,8 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     else:  # the grid counts clusters: as many as can be resident at once, at most one per unit
         from . import cluster as clusters
 
-        most = clusters.max_active_clusters(kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream)
+        most = _resident.get((kcfg, facts.device_id, build.hang_timeout_ns()), lambda: clusters.max_active_clusters(
+            kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
         build.launch(kernel, *args, grid=max(1, min(units, most)), block=rec.threads, stream=stream,
                      shmem=kcfg.smem_bytes, cluster=cluster)
     if ws is not None:
@@ -318,6 +318,10 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
                      np.int32(splits), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
                      grid=max(1, min(-(-groups // 256), 8 * facts.sm_count)), block=256, stream=stream)
         ws.close(stream)
+
+
+_configs = memo.Memo()  # gemm's configuration per kind of operands (memo.matrix_key), out dtype, device and arguments
+_resident = memo.Memo()  # the clusters a configuration's kernel keeps resident at once (cuOccupancyMaxActiveClusters)
 
 
 def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:
@@ -344,7 +348,8 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     s = arrays.resolve_stream(stream, a)
     ma, mb = matrix(a, "a", stream=s), matrix(b, "b", stream=s)
     out_dtype = check_operands(ma, mb, out_dtype)
-    cfg = configure(ma, mb, out_dtype, facts, kernel=kernel, stages=stages, tile=tile)
+    key = (memo.matrix_key(ma), memo.matrix_key(mb), out_dtype, facts, kernel, stages, repr(tile), tuning.generation())
+    cfg = _configs.get(key, lambda: configure(ma, mb, out_dtype, facts, kernel=kernel, stages=stages, tile=tile))
     dst, ldc = _output(out, ma, mb, out_dtype, s)
     m, k, n = ma.rows, ma.cols, mb.cols
     if m and n:

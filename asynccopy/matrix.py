@@ -42,13 +42,12 @@ class Matrix:
 
 def matrix(obj, name: str, *, stream) -> Matrix:
     """``obj`` as a 2D CUDA matrix, row-major or column-major (a transposed view), else ArgumentError."""
-    smv, dtype = arrays.device_view(obj, name, stream=stream)
-    shape = tuple(smv.shape)
+    ptr, shape, strides, dtype, device_id = arrays.device_layout(obj, name, stream=stream)
     if len(shape) != 2:
         raise ArgumentError(f"{name} must be a 2D matrix, got {len(shape)} dimensions (shape {shape})")
     rows, cols = shape
-    strides = tuple(smv.strides) if smv.strides is not None else (cols, 1)
-    m = Matrix(obj, smv.ptr, rows, cols, strides[0], strides[1], dtype, smv.device_id)
+    strides = tuple(strides) if strides is not None else (cols, 1)
+    m = Matrix(obj, ptr, rows, cols, strides[0], strides[1], dtype, device_id)
     if rows > 1 and cols > 1 and m.col_stride != 1 and m.row_stride != 1:
         raise ArgumentError(f"{name} must be row-major or column-major (a transposed view); got element strides "
                             f"{strides} for shape {shape}")

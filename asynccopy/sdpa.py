@@ -96,10 +96,10 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
 def tensor4(obj, name: str, *, stream) -> Tensor4:
     """``obj`` viewed through DLPack / __cuda_array_interface__ (ordered after its producer's stream onto
     ``stream``), not yet checked beyond being a CUDA array."""
-    smv, dt = arrays.device_view(obj, name, stream=stream)
-    shape = tuple(int(d) for d in smv.shape)
-    strides = tuple(int(s) for s in smv.strides) if smv.strides is not None else _contiguous_strides(shape)
-    return Tensor4(name, shape, strides, dtype_name(dt), int(smv.ptr), int(smv.device_id), obj)
+    ptr, shape, strides, dt, device_id = arrays.device_layout(obj, name, stream=stream)
+    shape = tuple(int(d) for d in shape)
+    strides = tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape)
+    return Tensor4(name, shape, strides, dtype_name(dt), int(ptr), int(device_id), obj)
 
 
 def _check_rows(t: Tensor4) -> None:
@@ -217,6 +217,9 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
     return with_turns(AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
                                       defines=launch + (() if stages <= fit else _narrow(rec))), p.q_len, p.k_len)
+
+
+_configured = functools.lru_cache(maxsize=1024)(configure)  # attention()'s, per problem, device and arguments
 
 
 def _narrow(rec: AttentionKernel) -> tuple[tuple[str, object], ...]:
@@ -381,7 +384,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
     s = arrays.resolve_stream(stream, q)
     tq, tk, tv = (tensor4(x, name, stream=s) for name, x in (("q", q), ("k", k), ("v", v)))
     p = check_inputs(tq, tk, tv)
-    cfg = configure(p, facts, kernel=kernel, stages=stages, causal=bool(causal))
+    cfg = _configured(p, facts, kernel=kernel, stages=stages, causal=bool(causal))
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     shape = (p.batch, p.heads, p.q_len, p.head_dim)
     if out is None:

@@ -22,6 +22,7 @@ FILE = "gemm-tuning.json"
 LAYOUTS = ("nn", "nt", "tn", "tt")  # a, b: n = row-major, t = a transposed view (column-major)
 _lock = threading.Lock()
 _known: dict[str, dict[str, dict]] = {}  # per records file ("" without a cache directory): its records
+_saved = 0  # records saved by this process so far (generation)
 
 
 def shape_class(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -71,12 +72,21 @@ def lookup(facts, dtype: str, a_mn: bool, b_mn: bool, m: int, n: int, k: int, al
     return records().get(key(facts, dtype, layout_of(a_mn, b_mn), m, n, k, align))
 
 
+def generation() -> tuple:
+    """What the records a lookup sees depend on: the records saved in this process and where the cache directory is
+    (its environment), so that a configuration chosen from them can be kept until either changes."""
+    env = os.environ
+    return _saved, env.get("ASYNCCOPY_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME")
+
+
 def save(entry_key: str, record: dict) -> None:
     """Keep a record in this process and, where there is a cache directory, in its file."""
+    global _saved
     path = _path()
     with _lock:
         known = _records(path)
         known[entry_key] = record
+        _saved += 1
         if path is None:
             return
         try:
