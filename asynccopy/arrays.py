@@ -85,10 +85,10 @@ _TORCH_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torc
 
 def torch_layout(obj: object, stream) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int] | None:
     """(address, shape, element strides, dtype name, device) of a CUDA PyTorch tensor read from its attributes, where
-    that is all DLPack would give: a bf16 / f16 / f32 tensor that needs no gradient, and ``stream`` is its device's
+    that is all DLPack would give: a bf16 / f16 / f32 tensor, and ``stream`` is its device's
     current PyTorch stream, so nothing needs ordering (DLPack would make ``stream`` wait for that one). None otherwise:
     device_view's DLPack path then (and its errors)."""
-    if _kind(obj) != "torch" or not getattr(obj, "is_cuda", False) or obj.requires_grad:
+    if _kind(obj) != "torch" or not getattr(obj, "is_cuda", False):
         return None
     dtype = _TORCH_DTYPES.get(str(obj.dtype))
     if dtype is None:
