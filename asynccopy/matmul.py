@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import arrays, build, device, memo, tuning, workspace
+from . import cluster as clusters
 from .dtypes import dtype_name
 from .errors import ArgumentError, check_int
 from .gemm_kernels import (
@@ -305,10 +306,8 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
             np.int32(sk_tiles), partials, flags)
     if cluster == 1:
         build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes)
-    else:  # the grid counts clusters: as many as can be resident at once, at most one per unit
-        from . import cluster as clusters
-
-        most = _resident.get((kcfg, facts.device_id, build.hang_timeout_ns()), lambda: clusters.max_active_clusters(
+    else:  # the grid counts clusters: as many as can be resident at once (once a kernel), at most one per unit
+        most = _resident.get((kernel, cluster), lambda: clusters.max_active_clusters(
             kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
         build.launch(kernel, *args, grid=max(1, min(units, most)), block=rec.threads, stream=stream,
                      shmem=kcfg.smem_bytes, cluster=cluster)

@@ -15,7 +15,7 @@ LAYERS = [
     ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "matmul",
                     "gemm_kernels", "tuning", "sdpa", "attention_kernels", "attention_trace", "sanitize"]),
     ("model", ["model"]),
-    ("runtime", ["build", "toolchain", "arrays", "matrix", "buffers", "workspace", "plotting"]),
+    ("runtime", ["build", "toolchain", "arrays", "matrix", "memo", "buffers", "workspace", "plotting"]),
     ("device", ["device", "dtypes"]),
     ("errors", ["errors"]),
 ]
