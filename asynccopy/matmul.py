@@ -162,7 +162,6 @@ def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int
 def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | None:
     """The configuration of this shape class's tuning record (asynccopy.tuning), if there is one whose
     kernel, tile and stages can take these operands here."""
-
     record = tuning.lookup(facts, a.dtype, not a.row_major, b.row_major, a.rows, b.cols, a.cols, alignment(a, b))
     if not record or record.get("kernel") not in usable:
         return None
@@ -320,7 +319,7 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
 
 
 _configs = memo.Memo()  # gemm's configuration per kind of operands (memo.matrix_key), out dtype, device and arguments
-_resident = memo.Memo()  # the clusters a configuration's kernel keeps resident at once (cuOccupancyMaxActiveClusters)
+_resident = memo.Memo()  # per (kernel, cluster size): the clusters it keeps resident at once (cuOccupancyMaxActiveClusters)
 
 
 def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:
