@@ -92,12 +92,14 @@ class MemoryCurve:
 @dataclass(frozen=True)
 class Point:
     """One calibration regime's measurement: median read bytes in flight per SM at a copy's issue, and the
-    median latency (issue to data) its copies saw."""
+    median latency (issue to data) its copies saw; and the read bytes in flight per SM averaged over the
+    traced time (0: not recorded, a calibration from before it was)."""
 
     regime: str  # e.g. "tma_1d_pipeline tile=4096 threads=256 stages=4 blocks=1"
     in_flight: float  # bytes per SM
     latency_ns: float
     samples: int = 0
+    mean_in_flight: float = 0.0  # bytes per SM, time-averaged (Little's law: the read rate x the mean latency)
 
     def __post_init__(self):
         if not isinstance(self.regime, str) or not self.regime:
@@ -107,6 +109,10 @@ class Point:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ArgumentError(f"calibration point {self.regime!r}: {name} must be a finite number > 0, "
                                     f"got {value!r}")
+        m = self.mean_in_flight
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 <= m < math.inf:
+            raise ArgumentError(f"calibration point {self.regime!r}: mean_in_flight must be a finite number >= 0, "
+                                f"got {m!r}")
 
 
 @dataclass
@@ -293,10 +299,15 @@ def point_from_traces(regime: str, blocks, *, tile_bytes: int, blocks_per_sm: in
     when its consumer's wait returns, so only copies the consumer waited for (ready later than its
     previous compute's end by ``min_wait_ns``) time the memory. The bytes in flight at a copy's issue are
     its block's tiles issued before it and not yet there, itself included, times the blocks per SM (the
-    blocks of one SM run the same schedule)."""
+    blocks of one SM run the same schedule). The time-averaged bytes in flight: each block's copies' issue-to-data
+    spans over its traced time (first issue to last compute's end), summed over the blocks of an SM."""
     lat, flight = [], []
+    held = span = 0.0
     for b in blocks:
         tiles = sorted(b.tiles, key=lambda t: t.tile)
+        if tiles:
+            held += sum(max(0.0, t.ready - t.issued) for t in tiles) * tile_bytes
+            span += max(t.compute_end for t in tiles) - min(t.issued for t in tiles)
         by = {t.tile: t for t in tiles}
         for t in tiles:
             prev = by.get(t.tile - 1)
@@ -309,7 +320,8 @@ def point_from_traces(regime: str, blocks, *, tile_bytes: int, blocks_per_sm: in
     if len(lat) < 8:
         raise ArgumentError(f"{regime}: only {len(lat)} traced copies were waited for (the others were there before "
                             f"their consumer asked): this regime cannot time the memory; trace more tiles per block")
-    return Point(regime, float(statistics.median(flight)), float(statistics.median(lat)), len(lat))
+    mean = held / span * blocks_per_sm if span > 0 else 0.0
+    return Point(regime, float(statistics.median(flight)), float(statistics.median(lat)), len(lat), float(mean))
 
 
 # ---------------------------------------------------------------------------------------------

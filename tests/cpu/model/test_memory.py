@@ -5,6 +5,7 @@ The calibration data here is made by the simulator from a known curve (a closed 
 calibration would measure on a GPU behaving as the curve says must give the curve back)."""
 
 import json
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import numpy as np
@@ -141,6 +142,11 @@ def test_only_copies_the_consumer_waited_for_time_the_memory():
     tiles[1].ready = tiles[0].compute_end
     p = memory.point_from_traces("r", [SimpleNamespace(tiles=tiles)], tile_bytes=1024, blocks_per_sm=1)
     assert p.samples == 11 and p.latency_ns == 1000.0
+    # time-averaged: every copy's issue-to-data span (tile 1's too) x its bytes, over first issue to last compute
+    assert p.mean_in_flight == pytest.approx((11 * 1000 + 950) * 1024 / (1100 + 1050))
+    two = memory.point_from_traces("r", [SimpleNamespace(tiles=tiles)] * 2, tile_bytes=1024, blocks_per_sm=2)
+    assert two.mean_in_flight == pytest.approx(2 * p.mean_in_flight)  # per SM: its blocks' together
+    assert memory.Point(**asdict(p)) == p  # a cached calibration keeps it
     with pytest.raises(ArgumentError, match="only 1 traced copies"):
         memory.point_from_traces("r", [SimpleNamespace(tiles=tiles[:2])], tile_bytes=1024, blocks_per_sm=1)
 
