@@ -323,13 +323,13 @@ def _recommend_simulated(p: Plan, fitting: list[StageRow]) -> None:
         return r.blocks_per_sm * 2 * p.stage_bytes / (dev.bandwidth / dev.sm_count / 1e9)
 
     one = p.row(1)
-    # One buffer where a second would save under 5% -- unless the tile is memory-bound: then the blocks of an
-    # SM taking turns (one loads while another computes) is what the simulator credits, and on the H200 at 2
-    # blocks per SM that single buffer was 10-14% slower than 4 (2026-12-01), so Little's law decides below.
+    # One buffer where a second would save under 5% -- unless memory-bound: the simulator credits an SM's blocks taking
+    # turns then, and on the H200 at 2 blocks per SM one buffer was 10-14% slower than 4 (2026-12-01): see below.
     if (one.fits and one.ns_per_tile is not None and one.ns_per_tile <= 1.05 * enough.ns_per_tile
             and memory_ns(one) < NEAR_SATURATION * p.busy_ns):
         enough = one
         why.append("load << compute: a second buffer would save under 5%")
+    enough = _free_buffers(p, fitting, enough)
     covered = [r for r in fitting if r.stages > enough.stages and r.coverage >= 1.0]
     memory = memory_ns(enough)
     if memory >= NEAR_SATURATION * p.busy_ns and enough.coverage < 1.0 and covered:
@@ -344,9 +344,8 @@ def _recommend_simulated(p: Plan, fitting: list[StageRow]) -> None:
     more = [r for r in fitting if r.stages > 2]
     margin = enough.stages == 2 and p.busy_ns < p.refill_ns and more
     if margin:
-        # Two buffers hold one tile in flight: the refill of a buffer must land within one tile's work,
-        # with no slack for a latency above its median; the simulator lets a copy's latency overlap its
-        # issue, which a producer throttled by its own copies does not get.
+        # Two buffers hold one tile in flight: a buffer's refill must land within one tile's work, with no slack for
+        # a latency above its median; the simulator lets a copy's latency overlap its issue (a throttled producer's not).
         nxt = min((r for r in more if r.ns_per_tile <= 1.02 * best.ns_per_tile), key=lambda r: r.stages,
                   default=more[0])
         why.append(f"2 stages leave no slack: a buffer's refill takes {p.refill_ns:.0f} ns from its release to its "
@@ -366,6 +365,20 @@ def _recommend_simulated(p: Plan, fitting: list[StageRow]) -> None:
         f = fewer[-1]
         why.append(f"{f.stages} stage(s) would take {f.ns_per_tile:.0f} ns per tile "
                    f"(+{100 * (f.ns_per_tile / enough.ns_per_tile - 1):.0f}%)")
+
+
+def _free_buffers(p: Plan, fitting: list[StageRow], enough: StageRow) -> StageRow:
+    """With a memory curve: more stages at the same blocks per SM, up to the curve's bytes in flight (or all that fit).
+    The simulator gives a copy the latency of its load; loaded DRAM spreads it, and buffers that cost no occupancy
+    absorb the spread (H200, 2026-12-03: at tile 1024 floats 8 stages were 4-15% faster than the 3-5 planned)."""
+    free = [r for r in fitting if r.stages > enough.stages and r.blocks_per_sm == enough.blocks_per_sm]
+    if p.memory is None or enough.stages < 2 or enough.coverage >= 1.0 or not free:
+        return enough
+    r = next((r for r in free if r.coverage >= 1.0), free[-1])
+    p.reasons.append(f"{r.stages} stages cost no occupancy ({r.blocks_per_sm} block(s) per SM, as {enough.stages}) and keep "
+                     f"{r.bytes_in_flight_per_sm / KiB:.0f} KiB in flight per SM, not {enough.bytes_in_flight_per_sm / KiB:.0f}"
+                     f" (the curve's rate wants {p.needed_bytes_per_sm / KiB:.0f})")
+    return r
 
 
 def _recommend_by_littles_law(p: Plan, multi: list[StageRow]) -> None:

@@ -5,6 +5,7 @@ import pytest
 from asynccopy import device
 from asynccopy.errors import ArgumentError
 from asynccopy.model import KernelCosts, Operand, Plan, planner
+from asynccopy.model.memory import MemoryCurve
 
 
 def test_seed_a100_example_cannot_double_buffer():
@@ -211,3 +212,28 @@ def test_the_report_names_the_device_its_figures_and_the_choice():
     assert lines[1] == "per stage: A 64x64 bfloat16, B 64x64 bfloat16 = 16.0 KiB; 128 threads per block"
     assert lines[2] == "to keep the memory busy an SM needs 48.0 KiB in flight"
     assert "recommended: 2 stage(s)" in lines
+
+
+def test_with_a_memory_curve_buffers_that_cost_no_occupancy_keep_its_bytes_in_flight():
+    # H200-like curve (542 ns unloaded, 23.8 B/ns per SM: 113 KiB for 90% of its rate) and a tile-1024 loop's costs.
+    # The simulator puts 3 stages within 2% of the best; measured on the H200 (2026-12-03, bench --plan --tile 1024)
+    # 8 stages were 4-15% faster than the 3-5 planned so. Deeper buffers at one block per SM cost no occupancy.
+    curve = MemoryCurve(542.0, 23.8, 1.0)
+    costs = KernelCosts(issue_ns=94, barrier_ns=94)
+    p = planner.plan(["tile:1024:f32"], threads=256, device="H200", blocks_per_sm=1, compute_ns=370, max_stages=8,
+                     costs=costs, memory=curve)
+    assert p.row(3).ns_per_tile <= 1.02 * min(r.ns_per_tile for r in p.rows)  # what the simulator alone would pick
+    assert p.recommended == 8 and "cost no occupancy" in " ".join(p.reasons)
+    # the fixed latency keeps the simulator's answer
+    fixed = planner.plan(["tile:1024:f32"], threads=256, device="H200", blocks_per_sm=1, compute_ns=370,
+                         max_stages=8, costs=costs, memory=None)
+    assert fixed.recommended < 8 and "cost no occupancy" not in " ".join(fixed.reasons)
+    # two blocks of 32 KiB tiles: 3 stages keep both blocks and the curve's bytes; 4 would leave one block an SM
+    two = planner.plan(["tile:8192:f32"], threads=256, device="H200", blocks_per_sm=2, compute_ns=3000, max_stages=8,
+                       costs=costs, memory=curve)
+    assert [two.row(s).blocks_per_sm for s in (2, 3, 4)] == [2, 2, 1]
+    assert two.recommended == 3 and two.row(3).coverage >= 1.0
+    # one buffer where a second saves under 5% stays one
+    tiny = planner.plan(["tile:64:f32"], threads=32, device="H200", blocks_per_sm=1, compute_ns=100_000, max_stages=4,
+                        memory=curve)
+    assert tiny.recommended == 1
