@@ -301,3 +301,22 @@ def test_the_fit_on_a_recorded_h200_calibration():
     # a fit that saw the held-out points too would not be this one: the split matters to the check
     everything = memory.fit_curve(points)
     assert (everything.latency_ns, everything.rate) != (fit.curve.latency_ns, fit.curve.rate)
+
+
+def test_a_recorded_calibration_keeps_the_time_averaged_bytes_in_flight():
+    """The H200 calibration of 2026-12-03 (`asynccopy calibrate`, 51 regimes) records each regime's time-averaged read
+    bytes in flight per SM beside the count at a copy's issue. Little's law on it: past a few tiles in flight the SM's
+    reads saturate near 17 B/ns (mean bytes / mean latency), under the 23.8 B/ns the curve's R reaches at issue."""
+    import pathlib
+
+    data = json.loads((pathlib.Path(__file__).parents[2] / "data" / "h200_memory_calibration_mean.json").read_text())
+    fit = memory.Fit.from_dict(data)
+    assert all(p.mean_in_flight > 0 for p in fit.points) and len(fit.points) == 51
+    # a block's tiles are not all in flight all the time: the mean is under the count at issue for every
+    # single-block bulk-copy regime
+    single = [p for p in fit.points if p.regime.startswith("tma_1d_pipeline") and p.regime.endswith("blocks=1")]
+    assert single and all(p.mean_in_flight < p.in_flight for p in single)
+    deep = [p for p in fit.points if p.mean_in_flight >= 100 * 1024]
+    rates = [p.mean_in_flight / p.latency_ns for p in deep]
+    assert len(deep) >= 5 and all(14 < r < 20 for r in rates), rates
+    assert fit.curve.rate > max(rates)
