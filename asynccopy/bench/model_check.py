@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 
 from .. import mechanism
 from ..device import DeviceFacts
-from ..errors import ArgumentError
 from ..model import planner, simulate
 from ..model.costs import Overheads, overheads_from_traces
 from ..model.memory import MemoryCurve
@@ -56,6 +55,12 @@ OVERHEAD_STAGES = 4  # the traced runs that measure a variant's Overheads (fewer
 OVERHEAD_MIN_INTENSITY = 8  # their high intensity: at least this, so that they run compute-bound
 
 
+def overhead_stages(result: StreamBench, label: str) -> int:
+    """The stage count a variant's Overheads are traced at: OVERHEAD_STAGES, or the most the sweep ran below it."""
+    swept = {x.stages for x in result.rows if x.label == label and x.stages >= 2}
+    return max((s for s in swept if s <= OVERHEAD_STAGES), default=min(swept, default=OVERHEAD_STAGES))
+
+
 def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) -> dict[str, Overheads]:
     """Overheads of every multi-stage variant in ``result``, from traced runs (GPU) at intensity 0 and
     max(intensity_hi, OVERHEAD_MIN_INTENSITY), with OVERHEAD_STAGES stages or the most the sweep ran
@@ -71,8 +76,7 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         opts = {k: v for k, v in (("vec", r.vec), ("cache", r.cache)) if v is not None}
         if mech.producers_option:
             opts["producers"] = r.producers
-        swept = {x.stages for x in result.rows if x.label == r.label and x.stages >= 2}
-        stages = max((s for s in swept if s <= OVERHEAD_STAGES), default=min(swept, default=OVERHEAD_STAGES))
+        stages = overhead_stages(result, r.label)
         hi = max(intensity_hi, OVERHEAD_MIN_INTENSITY)
         runs = [trace.run(r.mechanism, stages, intensity=k, tile=result.tile, threads=result.threads,
                           tiles_per_block=trace.MAX_TILES, blocks_per_sm=result.blocks_per_sm, check_all=False,
@@ -187,11 +191,21 @@ def registers(result: StreamBench) -> dict[str, dict[int, int | None]]:
 
 def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBench,
                  ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None,
-                 threads: int | None = None, regs: int | None = None, one_stage: OneStage | None = None) -> float:
+                 threads: int | None = None, regs: int | None = None, one_stage: OneStage | None = None,
+                 compute_blocks: int | None = None) -> float:
     """The simulator's time for the run's grid. With ``one_stage`` a one-stage loop at the baseline's residency
-    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve."""
+    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve.
+
+    ``compute_blocks``: the blocks an SM held when ``compute`` was traced. A traced compute is one block's with
+    the others beside it on the SM's issue slots; a multi-stage loop that holds another number of blocks, each
+    always with a tile to compute, shares the SM among them: its compute is ``compute`` x blocks held /
+    ``compute_blocks`` (on the H200 at tile 4096 x 128 threads x 2 blocks one block alone at 8 stages ran at 1.18x
+    the per-SM time of two at 4, not 2x). A one-stage loop keeps ``compute``: its blocks take turns, one computing
+    while the other waits for its copy."""
     resident = resident_blocks(result, dev, stages, threads or result.threads, regs)
     tiles = _tiles_per_block(result, dev.sm_count, resident)
+    if stages > 1 and compute_blocks:
+        compute = compute * resident / compute_blocks
     latency = dev.latency_ns
     if stages == 1 and one_stage is not None and resident == one_stage.blocks:
         latency, memory = one_stage.at(intensity), None
@@ -201,6 +215,16 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
                             blocks=resident, costs=NO_COSTS if ov is None else ov.costs(intensity),
                             memory=memory)
     return sim.total_ns / 1e6
+
+
+def traced_blocks(result: StreamBench, dev: DeviceFacts, label: str, threads: int, regs: dict[int, int | None],
+                  ov: Overheads | None, one: OneStage) -> int:
+    """The blocks an SM held in the traced run a variant's compute comes from: its own at :func:`overhead_stages`,
+    or (without Overheads: the baseline's compute) the baseline's one-stage run's."""
+    if ov is None:
+        return one.blocks
+    stages = overhead_stages(result, label)
+    return resident_blocks(result, dev, stages, threads, regs.get(stages))
 
 
 def unstalled(overheads: dict[str, Overheads] | None, compute_ns: dict[int, float]) -> dict[str, Overheads]:
@@ -249,8 +273,9 @@ def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str
                          regs_per_thread=regs[label])
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
+        traced = traced_blocks(result, dev, label, result.threads + extra_threads, regs[label], ov, one)
         errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory, result.threads + extra_threads,
-                                   regs[label].get(s), one) - ms) / ms for s, ms in by_stages.items()]
+                                   regs[label].get(s), one, traced) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows
@@ -327,8 +352,9 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
             stages = [s for s, _ in pts]
             compute = ov.compute_ns(k) if ov else compute_ns[k]
             ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label], regs[label].get(s), one)
-                             for s in stages], "--", color=color, lw=1)
+            traced = traced_blocks(result, dev, label, threads[label], regs[label], ov, one)
+            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label], regs[label].get(s), one,
+                                          traced) for s in stages], "--", color=color, lw=1)
             at = dict(pts).get(planned.get((label, k)))
             if at is not None:
                 ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)
@@ -345,52 +371,3 @@ def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
     fig.savefig(path)
     plt.close(fig)
     return path
-
-
-def load_memory(path):
-    """The memory calibration a `bench --plan --json` file was checked with (asynccopy.model.memory.Fit),
-    or None for a file from before calibrations, or one checked with a fixed latency."""
-    import json
-    from pathlib import Path
-
-    from ..model import memory
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ArgumentError(f"cannot read {path}: {exc}") from None
-    saved = data.get("model", {}).get("memory") if isinstance(data, dict) and isinstance(data.get("model"), dict) else None
-    return memory.Fit.from_dict(saved) if isinstance(saved, dict) else None
-
-
-def load(path) -> tuple[StreamBench, dict[int, float], dict[str, Overheads]]:
-    """A `bench --plan --json` file's sweep and calibration, to check the model again without a GPU."""
-    import json
-    from pathlib import Path
-
-    from .stream_bench import Row
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ArgumentError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ArgumentError(f"{path} holds a JSON {type(data).__name__}, not a `bench --plan --json` object")
-    model = data.pop("model", None)
-    if not isinstance(model, dict) or not isinstance(model.get("compute_ns"), dict):
-        raise ArgumentError(f"{path} holds no model calibration: write it with `asynccopy bench --plan --json`")
-    if not isinstance(model.get("overheads", {}), dict):
-        raise ArgumentError(f"{path}: 'overheads' must map each variant to its costs")
-    try:
-        result = StreamBench(rows=[Row(**r) for r in data.pop("rows")], **data)
-        compute = {int(k): float(v) for k, v in model["compute_ns"].items()}
-        kind = {r.label: mechanism.get(r.mechanism) for r in result.rows}
-        # files from before issue_first: the variant's mechanism says its order
-        overheads = {label: Overheads(**{"issue_first": kind[label].issue_first if label in kind else False, **o})
-                     for label, o in model.get("overheads", {}).items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ArgumentError(f"{path} is not a `bench --plan --json` file of this version: {exc}") from None
-    base = mechanism.baseline()
-    if not any(r.mechanism == base and r.intensity == 0 for r in result.rows):
-        raise ArgumentError(f"{path} has no {base} row at intensity 0: the model's latency is fitted to it")
-    return result, compute, overheads

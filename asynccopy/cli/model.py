@@ -266,12 +266,12 @@ def print_model(result, compute, overheads, png=None, fit=None):
 
 
 def cmd_model_check(args) -> int:
-    from ..bench import model_check
+    from ..bench import plan_file
 
     if args.png:
         common.check_png(args.png)
-    result, compute, overheads = model_check.load(args.file)
-    fit = None if args.fixed_latency else model_check.load_memory(args.file)
+    result, compute, overheads = plan_file.load(args.file)
+    fit = None if args.fixed_latency else plan_file.load_memory(args.file)
     print_model(result, compute, {} if args.sync_only else overheads, args.png, fit)
     return 0
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from asynccopy.bench import model_check, report
+from asynccopy.bench import model_check, plan_file, report
 from asynccopy.bench.stream_bench import Row, StreamBench
 from asynccopy.errors import ArgumentError
 from asynccopy.model.costs import Overheads
@@ -115,7 +115,7 @@ def _save(tmp_path, name="run.json", overheads=None):
 def test_load_gives_back_the_sweep_and_its_calibration(tmp_path):
     ov = Overheads(150.0, 1500.0, 8, 120.0, 20.0, False, issue_lo_ns=60.0)
     path, bench, compute = _save(tmp_path, overheads={"ldgsts": ov})
-    result, got_compute, got_ov = model_check.load(path)
+    result, got_compute, got_ov = plan_file.load(path)
     assert got_compute == compute and got_ov == {"ldgsts": ov}
     assert result.rows == bench.rows and result.device == bench.device and result.copy_gbps == bench.copy_gbps
     assert model_check.check(result, got_compute, got_ov)[1] == model_check.check(bench, compute, {"ldgsts": ov})[1]
@@ -129,7 +129,7 @@ def test_a_calibration_from_before_issue_first_takes_the_mechanisms_order(tmp_pa
            "producer": False, "handoff_ns": 0.0}  # the fields of the previous version
     payload["model"] = {"compute_ns": compute, "overheads": {"pipeline": old, "ldgsts": old}}
     report.write(tmp_path / "old.json", payload)
-    _, _, ov = model_check.load(tmp_path / "old.json")
+    _, _, ov = plan_file.load(tmp_path / "old.json")
     assert ov["pipeline"].issue_first and not ov["ldgsts"].issue_first and ov["pipeline"].issue_lo_ns is None
 
 
@@ -146,44 +146,44 @@ def _valid(tmp_path):
 
 def test_load_names_an_unreadable_file(tmp_path):
     with pytest.raises(ArgumentError, match=r"cannot read .*missing.json"):
-        model_check.load(tmp_path / "missing.json")
+        plan_file.load(tmp_path / "missing.json")
     with pytest.raises(ArgumentError, match=r"cannot read .*bad.json"):
-        model_check.load(_write(tmp_path, "{not json"))
+        plan_file.load(_write(tmp_path, "{not json"))
 
 
 def test_load_names_json_of_the_wrong_shape(tmp_path):
     with pytest.raises(ArgumentError, match=r"bad.json holds a JSON list, not a `bench --plan --json` object"):
-        model_check.load(_write(tmp_path, [1, 2]))
+        plan_file.load(_write(tmp_path, [1, 2]))
 
 
 def test_load_names_a_sweep_without_a_calibration(tmp_path):
     data = _valid(tmp_path)
     del data["model"]
     with pytest.raises(ArgumentError, match=r"holds no model calibration: write it with `asynccopy bench --plan --json`"):
-        model_check.load(_write(tmp_path, data))
+        plan_file.load(_write(tmp_path, data))
     data["model"] = {"compute_ns": {"0": 1.0}, "overheads": [1, 2]}
     with pytest.raises(ArgumentError, match=r"'overheads' must map each variant to its costs"):
-        model_check.load(_write(tmp_path, data))
+        plan_file.load(_write(tmp_path, data))
 
 
 def test_load_names_another_suites_file(tmp_path):
     path = _write(tmp_path, {"rows": [{"cluster": 2}], "model": {"compute_ns": {}}})
     with pytest.raises(ArgumentError, match=r"is not a `bench --plan --json` file of this version"):
-        model_check.load(path)
+        plan_file.load(path)
 
 
 def test_load_names_an_unknown_mechanism(tmp_path):
     data = _valid(tmp_path)
     data["rows"][1]["mechanism"] = "dma"
     with pytest.raises(ArgumentError, match=r"not a `bench --plan --json` file of this version: unknown mechanism 'dma'"):
-        model_check.load(_write(tmp_path, data))
+        plan_file.load(_write(tmp_path, data))
 
 
 def test_load_names_a_run_without_its_baseline_row(tmp_path):
     data = _valid(tmp_path)
     data["rows"] = [r for r in data["rows"] if r["mechanism"] != "sync"]
     with pytest.raises(ArgumentError, match=r"bad.json has no sync row at intensity 0: the model's latency is fitted to it"):
-        model_check.load(_write(tmp_path, data))
+        plan_file.load(_write(tmp_path, data))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,15 +238,15 @@ def test_a_saved_run_keeps_its_memory_curve(tmp_path):
     from asynccopy.model import memory
 
     path, _, _ = _save(tmp_path)
-    assert model_check.load_memory(path) is None  # a file from before calibrations
+    assert plan_file.load_memory(path) is None  # a file from before calibrations
     data = json.loads(path.read_text())
     fit = _curve_fit()
     data["model"]["memory"] = fit.as_dict()
     path.write_text(json.dumps(data))
-    again = model_check.load_memory(path)
+    again = plan_file.load_memory(path)
     assert isinstance(again, memory.Fit) and again.curve == fit.curve
     assert again.held_out_regimes() == fit.held_out_regimes()
-    model_check.load(path)  # the sweep still loads
+    plan_file.load(path)  # the sweep still loads
 
 
 def test_an_unswept_pick_is_timed_beside_its_best_again():
@@ -269,8 +269,8 @@ def test_the_simulator_runs_the_blocks_that_fit_at_each_stage_count():
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile8192_2blocks.json"
-    result, compute, overheads = model_check.load(data)
-    fit = model_check.load_memory(data)
+    result, compute, overheads = plan_file.load(data)
+    fit = plan_file.load_memory(data)
     dev = model_check.calibrated_device(result, compute, fit.curve)
     threads = result.threads + 32  # the one producer warp
     assert [model_check.resident_blocks(result, dev, s, threads) for s in (1, 2, 3, 4)] == [2, 2, 2, 1]
@@ -290,8 +290,8 @@ def test_the_planner_counts_the_blocks_the_kernels_registers_allow():
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile8192_2blocks_regs.json"
-    result, compute, overheads = model_check.load(data)
-    curve = model_check.load_memory(data).curve
+    result, compute, overheads = plan_file.load(data)
+    curve = plan_file.load_memory(data).curve
     regs = model_check.registers(result)
     assert regs["ldgsts vec16 .ca"][2] > 128 >= regs["cg"][2]
     dev = model_check.calibrated_device(result, compute, curve)
@@ -314,8 +314,8 @@ def test_stores_yield_to_copies_and_the_compute_at_zero_holds_no_store_stall():
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile8192_2blocks_regs.json"
-    result, compute, overheads = model_check.load(data)
-    curve = model_check.load_memory(data).curve
+    result, compute, overheads = plan_file.load(data)
+    curve = plan_file.load_memory(data).curve
     dev = model_check.calibrated_device(result, compute, curve)
     regs = model_check.registers(result)
     capped = model_check.unstalled(overheads, compute)
@@ -330,7 +330,7 @@ def test_stores_yield_to_copies_and_the_compute_at_zero_holds_no_store_stall():
     assert abs(error("ldgsts vec16 .cg", 0)) < 0.10
     assert abs(error("ws_tma p1", 2)) < 0.10 and abs(error("ws_tma p2", 2)) < 0.10
     _, rows = model_check.check(result, compute, overheads, curve)
-    assert model_check.summary_counts(rows)[1] >= 38
+    assert model_check.summary_counts(rows)[1] >= 42
 
 
 def test_a_recorded_run_on_another_tile_and_thread_count_stays_within_its_figures():
@@ -340,9 +340,9 @@ def test_a_recorded_run_on_another_tile_and_thread_count_stays_within_its_figure
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile2048_128threads.json"
-    result, compute, overheads = model_check.load(data)
+    result, compute, overheads = plan_file.load(data)
     assert (result.tile, result.threads, result.blocks_per_sm) == (2048, 128, 1)
-    _, rows = model_check.check(result, compute, overheads, model_check.load_memory(data).curve)
+    _, rows = model_check.check(result, compute, overheads, plan_file.load_memory(data).curve)
     planner, within10, within25, pairs = model_check.summary_counts(rows)
     assert pairs == 48 and planner >= 44 and within10 >= 31 and within25 >= 47
 
@@ -355,9 +355,9 @@ def test_at_small_tiles_the_planner_keeps_the_curves_bytes_in_flight_where_it_co
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile1024.json"
-    result, compute, overheads = model_check.load(data)
+    result, compute, overheads = plan_file.load(data)
     assert (result.tile, result.threads, result.blocks_per_sm) == (1024, 256, 1)
-    _, rows = model_check.check(result, compute, overheads, model_check.load_memory(data).curve)
+    _, rows = model_check.check(result, compute, overheads, plan_file.load_memory(data).curve)
     assert model_check.summary_counts(rows)[0] >= 46
     assert all(r.recommended == 8 for r in rows if r.label.startswith("ldgsts"))
 
@@ -372,9 +372,9 @@ def test_two_fresh_held_out_regimes_meet_the_planners_goal(name, regime, planner
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
-    result, compute, overheads = model_check.load(data)
+    result, compute, overheads = plan_file.load(data)
     assert (result.tile, result.threads, result.blocks_per_sm) == regime
-    fit = model_check.load_memory(data)
+    fit = plan_file.load_memory(data)
     assert not model_check.in_calibration(result, {c.regime for c in fit.fitted})
     _, rows = model_check.check(result, compute, overheads, fit.curve)
     assert not model_check.unmeasured_picks(result, rows)
@@ -419,8 +419,8 @@ def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, wi
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
-    result, compute, overheads = model_check.load(data)
-    curve = model_check.load_memory(data).curve
+    result, compute, overheads = plan_file.load(data)
+    curve = plan_file.load_memory(data).curve
     one = model_check.baseline_one_stage(result, compute)
     if "16384" in name:
         lat = [one.latency_ns[k] for k in sorted(one.latency_ns)]
@@ -431,3 +431,42 @@ def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, wi
     monkeypatch.setattr(model_check, "baseline_one_stage", lambda *a: never)
     _, rows = model_check.check(result, compute, overheads, curve)
     assert model_check.summary_counts(rows)[1] <= without_it
+
+
+def test_a_multi_stage_loop_shares_the_sms_compute_among_the_blocks_it_holds():
+    bench, compute = _synthetic_bench()
+    dev = model_check.calibrated_device(bench, compute)
+    c = compute[8]
+    for stages in (2, 4):  # one block an SM: traced beside a second block, it has the SM to itself
+        assert model_check.predicted_ms(dev, stages, c, bench, compute_blocks=2) == \
+            pytest.approx(model_check.predicted_ms(dev, stages, c / 2, bench))
+        same = model_check.predicted_ms(dev, stages, c, bench)
+        assert model_check.predicted_ms(dev, stages, c, bench, compute_blocks=1) == same
+    # one stage: the blocks take turns (one computes while the other waits for its copy), the traced compute stays
+    assert model_check.predicted_ms(dev, 1, c, bench, compute_blocks=2) == model_check.predicted_ms(dev, 1, c, bench)
+
+
+def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(monkeypatch):
+    """The recorded H200 run at tile 4096 floats x 128 threads x 2 blocks per SM (2026-12-03, held out from the curve's
+    fit). At 8 stages (128 KiB a block) one block fits an SM where the variants were traced at 4 with two; one block
+    alone ran at 1.18x the per-SM time of two, and the simulator, computing at the traced pace, was 20-60% over at 8
+    stages. With the SM's compute shared by the blocks it holds: within 10% for 23 of 48 pairs (15 without), within
+    25% for 32 (19)."""
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data" / "h200_plan_tile4096_128threads_2blocks_rule.json"
+    result, compute, overheads = plan_file.load(data)
+    curve = plan_file.load_memory(data).curve
+    dev = model_check.calibrated_device(result, compute, curve)
+    regs = model_check.registers(result)["cg"]
+    assert model_check.overhead_stages(result, "cg") == 4
+    assert model_check.resident_blocks(result, dev, 4, 128, regs[4]) == 2 == model_check.traced_blocks(
+        result, dev, "cg", 128, regs, overheads["cg"], model_check.baseline_one_stage(result, compute))
+    assert model_check.resident_blocks(result, dev, 8, 128, regs[8]) == 1
+    _, rows = model_check.check(result, compute, overheads, curve)
+    _, within10, within25, _ = model_check.summary_counts(rows)
+    assert within10 >= 23 and within25 >= 32
+    monkeypatch.setattr(model_check, "traced_blocks", lambda *a: None)  # every stage count at the traced pace
+    _, rows = model_check.check(result, compute, overheads, curve)
+    _, within10, within25, _ = model_check.summary_counts(rows)
+    assert within10 <= 15 and within25 <= 19
