@@ -15,7 +15,7 @@ model is checked against.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import mechanism
 from ..device import DeviceFacts
@@ -135,21 +135,33 @@ class OneStage:
     the regime (on the H200, from intensity 0 to 8: 1289 -> 1279 ns at tile 4096 x 256 threads, 3192 -> 2070 at
     tile 16384 x 512). A memory curve fitted on bulk copies at intensity 0, where every SM loads all the time,
     cannot see it, and its latency of a whole tile plus the kernel's barrier over-counts the loop. The fitted
-    latency holds the loop's fixed costs (the baseline issues, waits and synchronizes as the variants do). It
-    applies at the baseline's residency (``blocks`` an SM); a variant that holds fewer blocks keeps the curve."""
+    latency holds the loop's fixed costs (the baseline issues, waits and synchronizes as the variants do) and goes
+    with the baseline's traced compute (``compute_ns``), from which it was split: a variant's one-stage compute is
+    no less (its own, traced at several stages with other tiles' reads beside its stores, can be shorter, yet its
+    one-stage loop runs at the baseline's pace). It applies at the baseline's residency (``blocks`` an SM); a
+    variant that holds fewer blocks keeps the curve."""
 
     latency_ns: dict[int, float]
     blocks: int
+    compute_ns: dict[int, float] = field(default_factory=dict)
 
     def at(self, intensity: int) -> float:
-        """Linear in the intensity between the measured ones, the nearest one outside them."""
-        ks = sorted(self.latency_ns)
-        lo = max((k for k in ks if k <= intensity), default=ks[0])
-        hi = min((k for k in ks if k >= intensity), default=ks[-1])
-        if lo == hi:
-            return self.latency_ns[lo]
-        w = (intensity - lo) / (hi - lo)
-        return (1 - w) * self.latency_ns[lo] + w * self.latency_ns[hi]
+        """The latency: linear in the intensity between the measured ones, the nearest one outside them."""
+        return _between(self.latency_ns, intensity)
+
+    def compute_at(self, intensity: int) -> float:
+        """The baseline's traced compute at ``intensity`` (0 where none was traced)."""
+        return _between(self.compute_ns, intensity) if self.compute_ns else 0.0
+
+
+def _between(values: dict[int, float], intensity: int) -> float:
+    ks = sorted(values)
+    lo = max((k for k in ks if k <= intensity), default=ks[0])
+    hi = min((k for k in ks if k >= intensity), default=ks[-1])
+    if lo == hi:
+        return values[lo]
+    w = (intensity - lo) / (hi - lo)
+    return (1 - w) * values[lo] + w * values[hi]
 
 
 def baseline_one_stage(result: StreamBench, compute_ns: dict[int, float]) -> OneStage:
@@ -160,7 +172,8 @@ def baseline_one_stage(result: StreamBench, compute_ns: dict[int, float]) -> One
         fitted = {0: dev.latency_ns}
     base = mechanism.baseline()
     regs = registers(result).get(base, {}).get(1)
-    return OneStage(fitted, resident_blocks(result, dev, 1, result.threads, regs))
+    return OneStage(fitted, resident_blocks(result, dev, 1, result.threads, regs),
+                    {k: c for k, c in compute_ns.items() if k in fitted})
 
 
 def _tiles_per_block(result: StreamBench, sm_count: int, resident: int | None = None) -> float:
@@ -194,7 +207,8 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
                  threads: int | None = None, regs: int | None = None, one_stage: OneStage | None = None,
                  compute_blocks: int | None = None) -> float:
     """The simulator's time for the run's grid. With ``one_stage`` a one-stage loop at the baseline's residency
-    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve.
+    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve, and a
+    compute no shorter than the baseline's.
 
     ``compute_blocks``: the blocks an SM held when ``compute`` was traced. A traced compute is one block's with
     the others beside it on the SM's issue slots; a multi-stage loop that holds another number of blocks, each
@@ -209,6 +223,7 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
     latency = dev.latency_ns
     if stages == 1 and one_stage is not None and resident == one_stage.blocks:
         latency, memory = one_stage.at(intensity), None
+        compute = max(compute, one_stage.compute_at(intensity))
     bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=latency, bandwidth_per_sm=bandwidth / dev.sm_count / 1e9,

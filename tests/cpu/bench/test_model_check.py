@@ -330,7 +330,7 @@ def test_stores_yield_to_copies_and_the_compute_at_zero_holds_no_store_stall():
     assert abs(error("ldgsts vec16 .cg", 0)) < 0.10
     assert abs(error("ws_tma p1", 2)) < 0.10 and abs(error("ws_tma p2", 2)) < 0.10
     _, rows = model_check.check(result, compute, overheads, curve)
-    assert model_check.summary_counts(rows)[1] >= 42
+    assert model_check.summary_counts(rows)[1] >= 41
 
 
 def test_a_recorded_run_on_another_tile_and_thread_count_stays_within_its_figures():
@@ -383,9 +383,21 @@ def test_two_fresh_held_out_regimes_meet_the_planners_goal(name, regime, planner
 
 
 def test_one_stage_latency_follows_the_intensity_between_the_measured_ones():
-    one = model_check.OneStage({0: 1000.0, 8: 600.0}, blocks=1)
+    one = model_check.OneStage({0: 1000.0, 8: 600.0}, blocks=1, compute_ns={0: 100.0, 8: 900.0})
     assert one.at(0) == 1000.0 and one.at(8) == 600.0 and one.at(2) == pytest.approx(900.0)
     assert one.at(24) == 600.0 and one.at(-1) == 1000.0  # the nearest measured one outside them
+    assert one.compute_at(4) == pytest.approx(500.0) and model_check.OneStage({0: 1.0}, 1).compute_at(4) == 0.0
+
+
+def test_a_one_stage_loop_computes_no_faster_than_the_baseline():
+    bench, compute = _synthetic_bench()
+    dev = model_check.calibrated_device(bench, compute)
+    one = model_check.baseline_one_stage(bench, compute)
+    assert one.compute_ns == {0: compute[0]}
+    sync_ms = model_check.predicted_ms(dev, 1, compute[0], bench, one_stage=one)
+    assert model_check.predicted_ms(dev, 1, compute[0] / 3, bench, one_stage=one) == sync_ms  # floored at sync's
+    assert model_check.predicted_ms(dev, 1, 3 * compute[0], bench, one_stage=one) > sync_ms  # more work stays
+    assert model_check.predicted_ms(dev, 1, compute[0] / 3, bench) < sync_ms  # without the calibration: its own
 
 
 def test_the_one_stage_loop_takes_the_baselines_latency_at_its_residency_only():
@@ -470,3 +482,27 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     _, rows = model_check.check(result, compute, overheads, curve)
     _, within10, within25, _ = model_check.summary_counts(rows)
     assert within10 <= 15 and within25 <= 19
+
+
+@pytest.mark.parametrize("name, regime, held_out, planner_at_least, within10_at_least", [
+    ("h200_plan_tile8192_512threads.json", (8192, 512, 1), True, 48, 41),
+    ("h200_plan_tile8192_256threads.json", (8192, 256, 1), True, 47, 43),
+    ("h200_plan_tile16384_256threads.json", (16384, 256, 1), False, 48, 41),
+])
+def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime, held_out, planner_at_least,
+                                                                   within10_at_least):
+    """Fresh H200 runs (2026-12-04, `bench --plan --quick`, the recorded curve installed) made after one-stage loops
+    took the baseline's latency and multi-stage loops shared the SM's compute: planner within 5% of the best for 48,
+    47 and 48 of 48 pairs; simulator within 10% of every measured stage count 42, 38 and 34 as the run printed it,
+    41, 43 and 41 with the one-stage compute floored at the baseline's (added after these runs)."""
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data" / name
+    result, compute, overheads = plan_file.load(data)
+    assert (result.tile, result.threads, result.blocks_per_sm) == regime
+    fit = plan_file.load_memory(data)
+    assert model_check.in_calibration(result, {c.regime for c in fit.fitted}) is not held_out
+    _, rows = model_check.check(result, compute, overheads, fit.curve)
+    assert not model_check.unmeasured_picks(result, rows)
+    planner, within10, _, pairs = model_check.summary_counts(rows)
+    assert pairs == 48 and planner >= planner_at_least and within10 >= within10_at_least
