@@ -488,13 +488,15 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     ("h200_plan_tile8192_512threads.json", (8192, 512, 1), True, 48, 41),
     ("h200_plan_tile8192_256threads.json", (8192, 256, 1), True, 47, 43),
     ("h200_plan_tile16384_256threads.json", (16384, 256, 1), False, 48, 41),
+    ("h200_plan_tile2048_512threads.json", (2048, 512, 1), True, 48, 26),
 ])
 def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime, held_out, planner_at_least,
                                                                    within10_at_least):
     """Fresh H200 runs (2026-12-04, `bench --plan --quick`, the recorded curve installed) made after one-stage loops
     took the baseline's latency and multi-stage loops shared the SM's compute: planner within 5% of the best for 48,
     47 and 48 of 48 pairs; simulator within 10% of every measured stage count 42, 38 and 34 as the run printed it,
-    41, 43 and 41 with the one-stage compute floored at the baseline's (added after these runs)."""
+    41, 43 and 41 with the one-stage compute floored at the baseline's (added after these runs). Tile 2048 x 512
+    threads, run with the floor: planner 48, simulator 26 (compute-bound short tiles 10-19% over at 2-8 stages)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
