@@ -94,6 +94,7 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
 # (its rules were chosen with it: at this share its memory-bound rule gave LDGSTS at tile 2048 four stages
 # where eight are 7-12% faster, 37 of 48 picks within 5% against 44).
 STREAM_EFFICIENCY = 0.915
+SM_SUBPARTITIONS = 4  # warp schedulers an SM has (sm_70 to sm_90)
 
 
 def calibrated_device(result: StreamBench, compute_ns: dict[int, float], memory: MemoryCurve | None = None) -> DeviceFacts:
@@ -202,6 +203,11 @@ def registers(result: StreamBench) -> dict[str, dict[int, int | None]]:
     return out
 
 
+def _warps_per_subpartition(result: StreamBench, blocks: int) -> int:
+    """The computing warps of ``blocks`` blocks on each of the SM's sub-partitions (a producer warp does not count)."""
+    return -(-(blocks * -(-result.threads // 32)) // SM_SUBPARTITIONS)
+
+
 def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBench,
                  ov: Overheads | None = None, intensity: int = 0, memory: MemoryCurve | None = None,
                  threads: int | None = None, regs: int | None = None, one_stage: OneStage | None = None,
@@ -211,15 +217,17 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
     compute no shorter than the baseline's.
 
     ``compute_blocks``: the blocks an SM held when ``compute`` was traced. A traced compute is one block's with
-    the others beside it on the SM's issue slots; a multi-stage loop that holds another number of blocks, each
-    always with a tile to compute, shares the SM among them: its compute is ``compute`` x blocks held /
-    ``compute_blocks`` (on the H200 at tile 4096 x 128 threads x 2 blocks one block alone at 8 stages ran at 1.18x
-    the per-SM time of two at 4, not 2x). A one-stage loop keeps ``compute``: its blocks take turns, one computing
-    while the other waits for its copy."""
+    the others' warps beside it on the SM's sub-partitions; a multi-stage loop that holds another number of
+    blocks, each always with a tile to compute, shares them differently: its compute is ``compute`` x the
+    computing warps a sub-partition holds now / then (on the H200 at tile 4096 x 128 threads x 2 blocks one block
+    alone at 8 stages ran at 1.18x the per-SM time of two at 4, not 2x; at 64 threads x 2 blocks, one warp a
+    sub-partition either way, one block alone computed no faster). A one-stage loop keeps ``compute``: its blocks
+    take turns, one computing while the other waits for its copy.
+    """
     resident = resident_blocks(result, dev, stages, threads or result.threads, regs)
     tiles = _tiles_per_block(result, dev.sm_count, resident)
     if stages > 1 and compute_blocks:
-        compute = compute * resident / compute_blocks
+        compute = compute * _warps_per_subpartition(result, resident) / _warps_per_subpartition(result, compute_blocks)
     latency = dev.latency_ns
     if stages == 1 and one_stage is not None and resident == one_stage.blocks:
         latency, memory = one_stage.at(intensity), None
