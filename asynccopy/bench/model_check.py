@@ -169,7 +169,7 @@ def baseline_one_stage(result: StreamBench, compute_ns: dict[int, float]) -> One
     """The run's :class:`OneStage`: the baseline's one-stage time at every intensity with a traced compute."""
     dev = calibrated_device(result, compute_ns)
     fitted = {k: _baseline_latency(result, dev, k, c) for k, c in compute_ns.items() if _baseline_ms(result, k)}
-    if not fitted:  # load() refuses such a run; a hand-made one still gets the latency at intensity 0
+    if not fitted:  # no traced compute at an intensity the baseline ran: the latency at intensity 0
         fitted = {0: dev.latency_ns}
     base = mechanism.baseline()
     regs = registers(result).get(base, {}).get(1)
