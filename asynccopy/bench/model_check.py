@@ -140,11 +140,19 @@ class OneStage:
     with the baseline's traced compute (``compute_ns``), from which it was split: a variant's one-stage compute is
     no less (its own, traced at several stages with other tiles' reads beside its stores, can be shorter, yet its
     one-stage loop runs at the baseline's pace). It applies at the baseline's residency (``blocks`` an SM); a
-    variant that holds fewer blocks keeps the curve."""
+    variant that holds fewer blocks keeps the curve.
+
+    ``handoff_ns``: a producer warp's release-to-issue there, the least handoff any producer variant of the run
+    traced (None: none traced one). With one buffer no copy queues behind the producer's issue, so a release
+    finds it idle: the bare mbarrier round trip, one handshake in every producer kernel. A handoff traced at
+    several stages and intensity 0 can hold the excess of an issue slowed by the copies queued before it (on the
+    H200 at tile 8192 x 256 threads ws_ldgsts traced 520-635 ns against the TMA producers' 79-92 in the same run,
+    and its one-stage loop ran at sync's pace, 0.97-1.07x, as the TMA ones did)."""
 
     latency_ns: dict[int, float]
     blocks: int
     compute_ns: dict[int, float] = field(default_factory=dict)
+    handoff_ns: float | None = None
 
     def at(self, intensity: int) -> float:
         """The latency: linear in the intensity between the measured ones, the nearest one outside them."""
@@ -165,16 +173,19 @@ def _between(values: dict[int, float], intensity: int) -> float:
     return (1 - w) * values[lo] + w * values[hi]
 
 
-def baseline_one_stage(result: StreamBench, compute_ns: dict[int, float]) -> OneStage:
-    """The run's :class:`OneStage`: the baseline's one-stage time at every intensity with a traced compute."""
+def baseline_one_stage(result: StreamBench, compute_ns: dict[int, float],
+                       overheads: dict[str, Overheads] | None = None) -> OneStage:
+    """The run's :class:`OneStage`: the baseline's one-stage time at every intensity with a traced compute, and
+    the least handoff of the producer variants in ``overheads``."""
     dev = calibrated_device(result, compute_ns)
     fitted = {k: _baseline_latency(result, dev, k, c) for k, c in compute_ns.items() if _baseline_ms(result, k)}
     if not fitted:  # no traced compute at an intensity the baseline ran: the latency at intensity 0
         fitted = {0: dev.latency_ns}
     base = mechanism.baseline()
     regs = registers(result).get(base, {}).get(1)
+    handoffs = [o.handoff_ns for o in (overheads or {}).values() if o.producer and o.handoff_ns > 0]
     return OneStage(fitted, resident_blocks(result, dev, 1, result.threads, regs),
-                    {k: c for k, c in compute_ns.items() if k in fitted})
+                    {k: c for k, c in compute_ns.items() if k in fitted}, min(handoffs, default=None))
 
 
 def _tiles_per_block(result: StreamBench, sm_count: int, resident: int | None = None) -> float:
@@ -213,8 +224,8 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
                  threads: int | None = None, regs: int | None = None, one_stage: OneStage | None = None,
                  compute_blocks: int | None = None) -> float:
     """The simulator's time for the run's grid. With ``one_stage`` a one-stage loop at the baseline's residency
-    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve, and a
-    compute no shorter than the baseline's.
+    takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve, a
+    compute no shorter than the baseline's, and a producer's handoff no longer than the run's least.
 
     ``compute_blocks``: the blocks an SM held when ``compute`` was traced. A traced compute is one block's with
     the others' warps beside it on the SM's sub-partitions; a multi-stage loop that holds another number of
@@ -232,6 +243,8 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
     if stages == 1 and one_stage is not None and resident == one_stage.blocks:
         latency, memory = one_stage.at(intensity), None
         compute = max(compute, one_stage.compute_at(intensity))
+        if ov is not None and ov.producer and one_stage.handoff_ns is not None:
+            ov = replace(ov, handoff_ns=min(ov.handoff_ns, one_stage.handoff_ns))
     bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=latency, bandwidth_per_sm=bandwidth / dev.sm_count / 1e9,
@@ -265,6 +278,31 @@ def unstalled(overheads: dict[str, Overheads] | None, compute_ns: dict[int, floa
     return {label: replace(o, compute_lo=min(o.compute_lo, floor)) for label, o in (overheads or {}).items()}
 
 
+class Predictor:
+    """The simulator's time for each (variant, intensity, stage count) of a run, as :func:`check` models it (the
+    plot draws the same): the run's device and :class:`OneStage`, the variants' costs with their compute at
+    intensity 0 no more than `sync`'s (:func:`unstalled`), their threads, registers and traced residency."""
+
+    def __init__(self, result: StreamBench, compute_ns: dict[int, float],
+                 overheads: dict[str, Overheads] | None = None, memory: MemoryCurve | None = None):
+        self.result, self.compute_ns, self.memory = result, compute_ns, memory
+        self.dev = calibrated_device(result, compute_ns, memory)
+        self.one = baseline_one_stage(result, compute_ns, overheads)
+        self.overheads = unstalled(overheads, compute_ns)
+        self.regs = registers(result)
+        self.threads = {r.label: result.threads + 32 * r.producers for r in result.rows}
+
+    def compute(self, label: str, intensity: int) -> float:
+        ov = self.overheads.get(label)
+        return ov.compute_ns(intensity) if ov else self.compute_ns[intensity]
+
+    def ms(self, label: str, intensity: int, stages: int) -> float:
+        ov, threads, regs = self.overheads.get(label), self.threads[label], self.regs[label]
+        traced = traced_blocks(self.result, self.dev, label, threads, regs, ov, self.one)
+        return predicted_ms(self.dev, stages, self.compute(label, intensity), self.result, ov, intensity, self.memory,
+                            threads, regs.get(stages), self.one, traced)
+
+
 def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str, Overheads] | None = None,
           memory: MemoryCurve | None = None) -> tuple[DeviceFacts, list[ModelRow]]:
     """For every multi-stage mechanism variant and intensity: planner vs best measured, simulator vs
@@ -273,32 +311,24 @@ def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str
     taken as no more than `sync`'s (:func:`unstalled`). With ``memory`` (the device's
     calibrated curve) each copy's latency is the curve's at the bytes in flight; without it, one latency
     fitted to `sync` at intensity 0."""
-    dev = calibrated_device(result, compute_ns, memory)
-    one = baseline_one_stage(result, compute_ns)
-    overheads = unstalled(overheads, compute_ns)
+    model = Predictor(result, compute_ns, overheads, memory)
+    dev = model.dev
     groups: dict[tuple[str, int], dict[int, float]] = {}
-    producers: dict[str, int] = {}
     for r in result.rows:
         if mechanism.get(r.mechanism).fixed_stages is None and r.intensity in compute_ns:
             groups.setdefault((r.label, r.intensity), {})[r.stages] = r.ms
-            producers[r.label] = r.producers
     rows = []
-    regs = registers(result)
     for (label, k), by_stages in sorted(groups.items()):
-        extra_threads = 32 * producers[label]
-        ov = overheads.get(label)
-        compute = ov.compute_ns(k) if ov else compute_ns[k]
+        ov = model.overheads.get(label)
         tiles = max(8, round(_tiles_per_block(result, dev.sm_count)))
         costs = NO_COSTS if ov is None else ov.costs(k)
-        p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=result.threads + extra_threads,
-                         device=dev, compute_ns=compute, blocks_per_sm=result.blocks_per_sm,
+        p = planner.plan([planner.Operand("tile", (result.tile,), "float32")], threads=model.threads[label],
+                         device=dev, compute_ns=model.compute(label, k), blocks_per_sm=result.blocks_per_sm,
                          max_stages=max(by_stages), static_smem=1024, tiles=tiles, costs=costs, memory=memory,
-                         regs_per_thread=regs[label])
+                         regs_per_thread=model.regs[label])
         best = min(by_stages, key=by_stages.get)
         at = by_stages.get(p.recommended)
-        traced = traced_blocks(result, dev, label, result.threads + extra_threads, regs[label], ov, one)
-        errors = [abs(predicted_ms(dev, s, compute, result, ov, k, memory, result.threads + extra_threads,
-                                   regs[label].get(s), one, traced) - ms) / ms for s, ms in by_stages.items()]
+        errors = [abs(model.ms(label, k, s) - ms) / ms for s, ms in by_stages.items()]
         rows.append(ModelRow(label, k, p.recommended, at, best, by_stages[best],
                              at / by_stages[best] if at is not None else None, max(errors)))
     return dev, rows
@@ -345,52 +375,3 @@ def summary_counts(rows: list[ModelRow]) -> tuple[int, int, int, int]:
     """(planner picks within 5% of the best, simulator within 10%, simulator within 25%, pairs)."""
     return (sum(r.ratio is not None and r.ratio <= PLAN_TARGET for r in rows),
             sum(r.worst_error <= SIM_TARGET for r in rows), sum(r.worst_error <= SIM_LIMIT for r in rows), len(rows))
-
-
-def plot(result: StreamBench, compute_ns: dict[int, float], path: str,
-         overheads: dict[str, Overheads] | None = None, memory: MemoryCurve | None = None) -> str:
-    """Measured (solid, dots) and predicted (dashed) time against the stage count, a panel per variant
-    and a colour per intensity; the planner's stage count circled."""
-    from ..plotting import pyplot
-
-    plt = pyplot()
-    dev, rows = check(result, compute_ns, overheads, memory)
-    one = baseline_one_stage(result, compute_ns)
-    overheads = unstalled(overheads, compute_ns)
-    planned = {(r.label, r.intensity): r.recommended for r in rows}
-    labels = list(dict.fromkeys(r.label for r in rows))
-    intensities = sorted({r.intensity for r in rows})
-    cols = min(4, len(labels))
-    nrows = -(-len(labels) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), dpi=110, squeeze=False)
-    colors = plt.get_cmap("viridis")([i / max(1, len(intensities) - 1) * 0.9 for i in range(len(intensities))])
-    threads = {r.label: result.threads + 32 * r.producers for r in result.rows}  # as check() counts them
-    regs = registers(result)
-    for ax, label in zip(axes.flat, labels):
-        ov = overheads.get(label)
-        for color, k in zip(colors, intensities):
-            pts = sorted((r.stages, r.ms) for r in result.rows if r.label == label and r.intensity == k)
-            if not pts:
-                continue
-            stages = [s for s, _ in pts]
-            compute = ov.compute_ns(k) if ov else compute_ns[k]
-            ax.plot(stages, [ms for _, ms in pts], "-o", color=color, ms=3, label=f"intensity {k}")
-            traced = traced_blocks(result, dev, label, threads[label], regs[label], ov, one)
-            ax.plot(stages, [predicted_ms(dev, s, compute, result, ov, k, memory, threads[label], regs[label].get(s), one,
-                                          traced) for s in stages], "--", color=color, lw=1)
-            at = dict(pts).get(planned.get((label, k)))
-            if at is not None:
-                ax.plot([planned[(label, k)]], [at], "o", mfc="none", mec="red", ms=8)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("stages", fontsize=8)
-        ax.set_ylabel("ms", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, alpha=0.3)
-    for ax in list(axes.flat)[len(labels):]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=6)
-    fig.suptitle("measured (solid) vs simulated (dashed); red circle: the planner's stage count", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path

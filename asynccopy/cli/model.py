@@ -261,7 +261,9 @@ def print_model(result, compute, overheads, png=None, fit=None):
     if unmeasured:
         print(f"{unmeasured} planned stage count(s) not measured (not counted as within 5%)")
     if png:
-        print(f"wrote {model_check.plot(result, compute, png, overheads, curve)}")
+        from ..bench import model_plot
+
+        print(f"wrote {model_plot.plot(result, compute, png, overheads, curve)}")
     return dev, rows
 
 
