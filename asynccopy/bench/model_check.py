@@ -64,7 +64,8 @@ def overhead_stages(result: StreamBench, label: str) -> int:
 def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) -> dict[str, Overheads]:
     """Overheads of every multi-stage variant in ``result``, from traced runs (GPU) at intensity 0 and
     max(intensity_hi, OVERHEAD_MIN_INTENSITY), with OVERHEAD_STAGES stages or the most the sweep ran
-    below that; ``progress(text)`` hears of each variant as it starts."""
+    below that, and the trace's own cost per tile at the high intensity (trace.cost_per_tile: the traced build
+    against the untraced one, same grid and input); ``progress(text)`` hears of each variant as it starts."""
     from .. import trace
 
     variants = {r.label: r for r in result.rows if mechanism.get(r.mechanism).fixed_stages is None}
@@ -82,8 +83,11 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
                           tiles_per_block=trace.MAX_TILES, blocks_per_sm=result.blocks_per_sm, check_all=False,
                           **opts)[1]
                 for k in (0, hi)]
-        out[r.label] = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
-                                             issue_first=mech.issue_first)
+        ov = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
+                                   issue_first=mech.issue_first)
+        cost = trace.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
+                                   blocks_per_sm=result.blocks_per_sm, **opts)
+        out[r.label] = replace(ov, trace_ns=cost)
     return out
 
 
@@ -289,18 +293,20 @@ class Predictor:
         self.dev = calibrated_device(result, compute_ns, memory)
         self.one = baseline_one_stage(result, compute_ns, overheads)
         self.overheads = unstalled(overheads, compute_ns)
+        self.simulated = {label: o.untraced() for label, o in self.overheads.items()}
         self.regs = registers(result)
         self.threads = {r.label: result.threads + 32 * r.producers for r in result.rows}
 
-    def compute(self, label: str, intensity: int) -> float:
-        ov = self.overheads.get(label)
+    def compute(self, label: str, intensity: int, *, untraced: bool = False) -> float:
+        ov = (self.simulated if untraced else self.overheads).get(label)
         return ov.compute_ns(intensity) if ov else self.compute_ns[intensity]
 
     def ms(self, label: str, intensity: int, stages: int) -> float:
-        ov, threads, regs = self.overheads.get(label), self.threads[label], self.regs[label]
+        """The simulated time, on the variant's costs less the trace's own (Overheads.untraced)."""
+        ov, threads, regs = self.simulated.get(label), self.threads[label], self.regs[label]
         traced = traced_blocks(self.result, self.dev, label, threads, regs, ov, self.one)
-        return predicted_ms(self.dev, stages, self.compute(label, intensity), self.result, ov, intensity, self.memory,
-                            threads, regs.get(stages), self.one, traced)
+        return predicted_ms(self.dev, stages, self.compute(label, intensity, untraced=True), self.result, ov,
+                            intensity, self.memory, threads, regs.get(stages), self.one, traced)
 
 
 def check(result: StreamBench, compute_ns: dict[int, float], overheads: dict[str, Overheads] | None = None,

@@ -12,7 +12,7 @@ of blocks, each with ``.tiles`` (asynccopy.model.simulate.TileEvents). No GPU is
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..errors import ArgumentError
 from .simulate import KernelCosts
@@ -31,6 +31,17 @@ class Overheads:
     handoff_ns: float = 0.0  # producer: from a compute's end to the producer's issue into the freed buffer
     issue_lo_ns: float | None = None  # issuing at intensity 0 (None: as at intensity_hi)
     issue_first: bool = False  # the computing threads refill a buffer before waiting (simulate's issue_first)
+    trace_ns: float = 0.0  # the trace's own cost per tile at intensity_hi (asynccopy.trace.cost_per_tile; 0: unmeasured)
+
+    def untraced(self) -> Overheads:
+        """The costs without the trace's own: ``trace_ns`` taken from the between-compute cost (where the records of
+        a tile's release, issue and wait sit) and what is left of it from the compute. The records are the same
+        whatever the intensity, so the compute at both ends loses the same."""
+        cost = max(0.0, self.trace_ns)  # a measured difference: noise can make it negative
+        barrier = max(0.0, self.barrier_ns - cost)
+        rest = max(0.0, cost - self.barrier_ns)
+        return replace(self, barrier_ns=barrier, compute_lo=max(0.0, self.compute_lo - rest),
+                       compute_hi=max(0.0, self.compute_hi - rest), trace_ns=0.0)
 
     def _between(self, lo: float, hi: float, intensity: int) -> float:
         return lo if self.intensity_hi <= 0 else lo + (hi - lo) * intensity / self.intensity_hi

@@ -80,6 +80,14 @@ def test_a_traced_run_checks_its_arguments_before_any_device_use(args, kwargs, m
         trace.run(*args, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rounds": 0}, r"rounds must be"), ({"reps": 0}, r"reps must be"), ({"intensity": -1}, r"intensity must be"),
+])
+def test_the_traces_cost_checks_its_arguments_before_any_device_use(kwargs, message):
+    with pytest.raises(ArgumentError, match=message):
+        trace.cost_per_tile("ldgsts", 2, **kwargs)
+
+
 def test_a_traced_run_of_a_newer_mechanism_names_the_device(monkeypatch):
     monkeypatch.setattr(device, "current", lambda device_id=None: replace(device.KNOWN["A100-80GB"], device_id=0))
     with pytest.raises(DeviceError, match=r"mechanism 'tma_2d' needs compute capability 9.0 or newer; "

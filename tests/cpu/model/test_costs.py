@@ -1,6 +1,8 @@
 """A kernel's own costs fitted from synthetic traces (asynccopy.model.costs): compute, issue, the cost
 between computes and a producer's handoff, and the KernelCosts they hand the simulator."""
 
+from dataclasses import replace
+
 import pytest
 
 from asynccopy import trace
@@ -97,6 +99,17 @@ def test_as_dict_round_trips():
     ov = Overheads(150.0, 1500.0, 8, 120.0, 20.0, True, 30.0, 90.0, False)
     assert Overheads(**ov.as_dict()) == ov
     assert ov.as_dict()["handoff_ns"] == 30.0 and ov.as_dict()["issue_lo_ns"] == 90.0
+
+
+def test_the_traces_own_cost_comes_off_the_barrier_first_then_the_compute():
+    ov = Overheads(100.0, 900.0, 8, 50.0, 30.0, False, issue_lo_ns=30.0, trace_ns=20.0)
+    quiet = ov.untraced()
+    assert (quiet.barrier_ns, quiet.compute_lo, quiet.compute_hi, quiet.trace_ns) == (10.0, 100.0, 900.0, 0.0)
+    assert quiet.issue_ns == ov.issue_ns and quiet.issue_lo_ns == ov.issue_lo_ns  # the issue is left as traced
+    more = replace(ov, trace_ns=50.0).untraced()  # 30 from the barrier, the other 20 from every compute
+    assert (more.barrier_ns, more.compute_lo, more.compute_hi) == (0.0, 80.0, 880.0)
+    assert replace(ov, trace_ns=-5.0).untraced() == replace(ov, trace_ns=0.0)  # noise below zero costs nothing
+    assert Overheads(100.0, 900.0, 8, 50.0, 30.0, False).untraced() == Overheads(100.0, 900.0, 8, 50.0, 30.0, False)
 
 
 def test_overheads_need_enough_traced_tiles():

@@ -31,4 +31,17 @@ def test_overheads_from_real_traces():
         assert 0 < o.compute_lo < o.compute_hi < 20_000 and 0 < o.issue_ns < 5_000 and 0 <= o.barrier_ns < 5_000
         assert 0 < o.issue_at(0) < 5_000
     assert ws.handoff_ns > 0 and ld.handoff_ns == 0
+    for o in ov.values():  # the records of 64 tiles can cost something, never more than a tile's compute
+        assert -o.compute_hi / 4 < o.trace_ns < o.compute_hi
     assert ov["pipeline"].issue_first and not ld.issue_first and not ws.issue_first
+
+
+@pytest.mark.cc(8, 0)
+def test_the_traces_own_cost_per_tile_is_timed_against_the_untraced_build():
+    from asynccopy import trace
+
+    cost = trace.cost_per_tile("ldgsts", 4, intensity=8, tile=1024, threads=256, rounds=2, reps=5)
+    _, blocks = trace.run("ldgsts", 4, intensity=8, tile=1024, threads=256, tiles_per_block=trace.MAX_TILES,
+                          check_all=False)
+    period = (blocks[0].tiles[-1].compute_end - blocks[0].tiles[0].compute_start) / len(blocks[0].tiles)
+    assert -period / 4 < cost < period  # a share of the traced period, noise aside
