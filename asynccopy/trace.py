@@ -147,7 +147,8 @@ def cost_per_tile(mechanism: str, stages: int | None = None, *, intensity: int =
                   blocks_per_sm: int = 1, rounds: int = 3, reps: int = 10, seed: int = 1, **options) -> float:
     """The trace's own cost per tile, in ns (GPU): the traced build's launch of :func:`run`'s grid (MAX_TILES tiles
     a block) less the untraced build's on the same input, each the median of ``rounds`` x ``reps`` launches timed by
-    CUDA events, the two builds in turn. Its records (a clock read and a store per event, by one thread) sit in
+    CUDA events, the two builds in turn (one wave: ``blocks_per_sm`` no more than an SM holds at once, or the
+    difference is a wave's, not a block's). Its records (a clock read and a store per event, by one thread) sit in
     the loop a traced compute, issue and barrier are read from; at short tiles they are a share of the period."""
     from cuda.core import Device
 

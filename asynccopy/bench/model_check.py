@@ -85,8 +85,11 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
                 for k in (0, hi)]
         ov = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
                                    issue_first=mech.issue_first)
+        # timed in one wave (the blocks the stages let an SM hold), so that the difference is a block's per tile
+        resident = resident_blocks(result, DeviceFacts.from_dict(result.device), stages,
+                                   result.threads + 32 * r.producers, registers(result)[r.label].get(stages))
         cost = trace.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
-                                   blocks_per_sm=result.blocks_per_sm, **opts)
+                                   blocks_per_sm=min(resident, result.blocks_per_sm), **opts)
         out[r.label] = replace(ov, trace_ns=cost)
     return out
 

@@ -34,14 +34,12 @@ class Overheads:
     trace_ns: float = 0.0  # the trace's own cost per tile at intensity_hi (asynccopy.trace.cost_per_tile; 0: unmeasured)
 
     def untraced(self) -> Overheads:
-        """The costs without the trace's own: ``trace_ns`` taken from the between-compute cost (where the records of
-        a tile's release, issue and wait sit) and what is left of it from the compute. The records are the same
-        whatever the intensity, so the compute at both ends loses the same."""
+        """The costs without the trace's own: ``trace_ns`` taken from the compute at both ends. The traced build
+        differs from the untraced one inside the loop (one computing thread stores a clock reading at every event,
+        and the compiler schedules the loop around them), and the records are as many whatever the intensity."""
         cost = max(0.0, self.trace_ns)  # a measured difference: noise can make it negative
-        barrier = max(0.0, self.barrier_ns - cost)
-        rest = max(0.0, cost - self.barrier_ns)
-        return replace(self, barrier_ns=barrier, compute_lo=max(0.0, self.compute_lo - rest),
-                       compute_hi=max(0.0, self.compute_hi - rest), trace_ns=0.0)
+        return replace(self, compute_lo=max(0.0, self.compute_lo - cost), compute_hi=max(0.0, self.compute_hi - cost),
+                       trace_ns=0.0)
 
     def _between(self, lo: float, hi: float, intensity: int) -> float:
         return lo if self.intensity_hi <= 0 else lo + (hi - lo) * intensity / self.intensity_hi

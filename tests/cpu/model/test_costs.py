@@ -101,13 +101,12 @@ def test_as_dict_round_trips():
     assert ov.as_dict()["handoff_ns"] == 30.0 and ov.as_dict()["issue_lo_ns"] == 90.0
 
 
-def test_the_traces_own_cost_comes_off_the_barrier_first_then_the_compute():
+def test_the_traces_own_cost_comes_off_the_compute_at_every_intensity():
     ov = Overheads(100.0, 900.0, 8, 50.0, 30.0, False, issue_lo_ns=30.0, trace_ns=20.0)
     quiet = ov.untraced()
-    assert (quiet.barrier_ns, quiet.compute_lo, quiet.compute_hi, quiet.trace_ns) == (10.0, 100.0, 900.0, 0.0)
-    assert quiet.issue_ns == ov.issue_ns and quiet.issue_lo_ns == ov.issue_lo_ns  # the issue is left as traced
-    more = replace(ov, trace_ns=50.0).untraced()  # 30 from the barrier, the other 20 from every compute
-    assert (more.barrier_ns, more.compute_lo, more.compute_hi) == (0.0, 80.0, 880.0)
+    assert (quiet.compute_lo, quiet.compute_hi, quiet.compute_ns(4), quiet.trace_ns) == (80.0, 880.0, 480.0, 0.0)
+    assert (quiet.barrier_ns, quiet.issue_ns, quiet.issue_lo_ns) == (30.0, 50.0, 30.0)  # left as traced
+    assert replace(ov, trace_ns=500.0).untraced().compute_lo == 0.0  # never below nothing
     assert replace(ov, trace_ns=-5.0).untraced() == replace(ov, trace_ns=0.0)  # noise below zero costs nothing
     assert Overheads(100.0, 900.0, 8, 50.0, 30.0, False).untraced() == Overheads(100.0, 900.0, 8, 50.0, 30.0, False)
 
