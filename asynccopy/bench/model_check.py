@@ -66,8 +66,9 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
     max(intensity_hi, OVERHEAD_MIN_INTENSITY), with OVERHEAD_STAGES stages or the most the sweep ran
     below that, and the trace's own cost per tile at the high intensity (trace.cost_per_tile: the traced build
     against the untraced one, same grid and input); ``progress(text)`` hears of each variant as it starts."""
-    from .. import trace
+    from .. import device, trace
 
+    facts = device.current()  # the GPU that runs the traces
     variants = {r.label: r for r in result.rows if mechanism.get(r.mechanism).fixed_stages is None}
     out = {}
     for i, r in enumerate(variants.values(), 1):
@@ -86,7 +87,7 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         ov = overheads_from_traces(*runs, stages=stages, intensity_hi=hi, producer=mech.producer_warps > 0,
                                    issue_first=mech.issue_first)
         # timed in one wave (the blocks the stages let an SM hold), so that the difference is a block's per tile
-        resident = resident_blocks(result, DeviceFacts.from_dict(result.device), stages,
+        resident = resident_blocks(result, facts, stages,
                                    result.threads + 32 * r.producers, registers(result)[r.label].get(stages))
         cost = trace.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
                                    blocks_per_sm=min(resident, result.blocks_per_sm), **opts)
