@@ -64,9 +64,10 @@ def overhead_stages(result: StreamBench, label: str) -> int:
 def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) -> dict[str, Overheads]:
     """Overheads of every multi-stage variant in ``result``, from traced runs (GPU) at intensity 0 and
     max(intensity_hi, OVERHEAD_MIN_INTENSITY), with OVERHEAD_STAGES stages or the most the sweep ran
-    below that, and the trace's own cost per tile at the high intensity (trace.cost_per_tile: the traced build
+    below that, and the trace's own cost per tile at the high intensity (trace_cost.cost_per_tile: the traced build
     against the untraced one, same grid and input); ``progress(text)`` hears of each variant as it starts."""
     from .. import device, trace
+    from . import trace_cost
 
     facts = device.current()  # the GPU that runs the traces
     variants = {r.label: r for r in result.rows if mechanism.get(r.mechanism).fixed_stages is None}
@@ -89,7 +90,7 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         # timed in one wave (the blocks the stages let an SM hold), so that the difference is a block's per tile
         resident = resident_blocks(result, facts, stages,
                                    result.threads + 32 * r.producers, registers(result)[r.label].get(stages))
-        cost = trace.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
+        cost = trace_cost.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
                                    blocks_per_sm=min(resident, result.blocks_per_sm), **opts)
         out[r.label] = replace(ov, trace_ns=cost)
     return out

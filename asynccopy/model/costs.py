@@ -31,7 +31,7 @@ class Overheads:
     handoff_ns: float = 0.0  # producer: from a compute's end to the producer's issue into the freed buffer
     issue_lo_ns: float | None = None  # issuing at intensity 0 (None: as at intensity_hi)
     issue_first: bool = False  # the computing threads refill a buffer before waiting (simulate's issue_first)
-    trace_ns: float = 0.0  # the trace's own cost per tile at intensity_hi (asynccopy.trace.cost_per_tile; 0: unmeasured)
+    trace_ns: float = 0.0  # the trace's own cost per tile at intensity_hi (bench.trace_cost; 0: unmeasured)
 
     def untraced(self) -> Overheads:
         """The costs without the trace's own: ``trace_ns`` taken from the compute at both ends. The traced build

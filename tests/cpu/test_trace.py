@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from asynccopy import device, mechanism, stream, trace
+from asynccopy.bench import trace_cost
 from asynccopy.errors import ArgumentError, DeviceError
 from asynccopy.model.simulate import TileEvents
 
@@ -85,7 +86,7 @@ def test_a_traced_run_checks_its_arguments_before_any_device_use(args, kwargs, m
 ])
 def test_the_traces_cost_checks_its_arguments_before_any_device_use(kwargs, message):
     with pytest.raises(ArgumentError, match=message):
-        trace.cost_per_tile("ldgsts", 2, **kwargs)
+        trace_cost.cost_per_tile("ldgsts", 2, **kwargs)
 
 
 def test_a_traced_run_of_a_newer_mechanism_names_the_device(monkeypatch):

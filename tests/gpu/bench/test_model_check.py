@@ -39,8 +39,9 @@ def test_overheads_from_real_traces():
 @pytest.mark.cc(8, 0)
 def test_the_traces_own_cost_per_tile_is_timed_against_the_untraced_build():
     from asynccopy import trace
+    from asynccopy.bench import trace_cost
 
-    cost = trace.cost_per_tile("ldgsts", 4, intensity=8, tile=1024, threads=256, rounds=2, reps=5)
+    cost = trace_cost.cost_per_tile("ldgsts", 4, intensity=8, tile=1024, threads=256, rounds=2, reps=5)
     _, blocks = trace.run("ldgsts", 4, intensity=8, tile=1024, threads=256, tiles_per_block=trace.MAX_TILES,
                           check_all=False)
     period = (blocks[0].tiles[-1].compute_end - blocks[0].tiles[0].compute_start) / len(blocks[0].tiles)
