@@ -154,9 +154,7 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
-              "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
-              # each tensor map's descriptor fetched by its first copy, not prefetched as the block starts
-              "nomapprefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 0),)},
+              "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),)},
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
     "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
 }

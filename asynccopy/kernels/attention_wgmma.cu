@@ -86,12 +86,6 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #endif
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
-//   ASYNCCOPY_ATTN_PREFETCH_MAPS (default 1): the producer's thread prefetches the four tensor maps into the
-//   descriptor cache as the block starts, before the barriers' init, so that Q's and the first K's copies do
-//   not each wait for their descriptor's fetch; 0: the first copy on each map fetches it (the variant "nomapprefetch").
-#ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
-#define ASYNCCOPY_ATTN_PREFETCH_MAPS 1
-#endif
 // named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
 constexpr int TURN_BARRIER = 4;
 #define NEG_INF __int_as_float(0xff800000u)
@@ -349,12 +343,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
     unsigned short* q_s = smem;
     AT_MARK(0, threadIdx.x == 0);
-    if (ASYNCCOPY_ATTN_PREFETCH_MAPS && threadIdx.x == 0) {
-        ac::prefetch_tensormap(&map_q);
-        ac::prefetch_tensormap(&map_k);
-        ac::prefetch_tensormap(&map_v);
-        ac::prefetch_tensormap(&map_o);
-    }
     // full_k / full_v: the stage's K / V landed; empty_k / empty_v: its K / V read by every consumer warp
     // (K is handed back once S = Q K^T is done, V once P V is: the producer refills K a softmax earlier).
     __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];

@@ -127,9 +127,6 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
     # default build takes it at head dim 64 only
     assert "BAR.ARV" in pp and "BAR.ARV" not in over and "BAR.ARV" not in serial
     assert ("BAR.ARV" in default) == (d == 64)
-    # the four tensor maps' descriptors prefetched as the block starts, unless the variant says not
-    nopf = replace(base, defines=VARIANTS["wgmma"]["nomapprefetch"]).compile("sm_90a").sass()
-    assert default.count("UTMACCTL.PF") == 4 and "UTMACCTL.PF" not in nopf
     usage = build.disassemble(replace(base, defines=VARIANTS["wgmma"]["overlap"]).compile("sm_90a").cubin,
                               what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage

@@ -66,13 +66,6 @@ __device__ __forceinline__ void bulk_prefetch_l2(const void* gmem_src, unsigned 
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem_addr(gmem_src)), "r"(bytes) : "memory");
 }
 
-// prefetch.tensormap: start fetching a tensor map (a __grid_constant__ parameter's address, or one in global
-// memory) into the TMA unit's descriptor cache, so that the first copy on it does not wait for the descriptor.
-__device__ __forceinline__ void prefetch_tensormap(const TensorMap* map)
-{
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
-}
-
 // cp.async.bulk shared → global, in this thread's current bulk async-group.
 __device__ __forceinline__ void bulk_store(void* gmem_dst, const void* smem_src, unsigned bytes)
 {
