@@ -12,6 +12,8 @@ convert ticks to nanoseconds on one time axis, as asynccopy.trace does for the t
 
 from __future__ import annotations
 
+import bisect
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -57,6 +59,8 @@ class AttentionBlockTrace:
     k_issued: dict[int, float]  # tile -> ns
     v_issued: dict[int, float]
     consumers: list[list[ConsumerTile]] = field(default_factory=list)  # per warpgroup, in tile order
+    start: float = math.nan  # ns: the block's first instruction (its start mark)
+    end: float = math.nan  # ns: its last warpgroup's epilogue done (its end mark)
 
     def tiles(self) -> int:
         return max((len(c) for c in self.consumers), default=0)
@@ -69,9 +73,10 @@ def buffer_words(blocks: int, consumers: int) -> int:
 def decode(raw: np.ndarray, blocks: int, consumers: int) -> list[AttentionBlockTrace]:
     """Every block's trace that recorded one; a tile a consumer did not finish is left out."""
     out = []
+    header = np.asarray(raw, dtype=np.uint64)[: blocks * stride(consumers)].reshape(-1, stride(consumers))[:, :HEADER]
     for b, words, ns, _ in clocked_blocks(raw, blocks, stride(consumers)):
         ev = words.reshape(MAX_TILES, tile_words(consumers))
-        trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(consumers)])
+        trace = AttentionBlockTrace(b, {}, {}, [[] for _ in range(consumers)], ns(header[b, 1]), ns(header[b, 3]))
         for j in range(MAX_TILES):
             if ev[j, 0]:
                 trace.k_issued[j] = ns(ev[j, 0])
@@ -141,6 +146,45 @@ def summary(block: AttentionBlockTrace) -> dict[str, float]:
         "pv_ns": statistics.median(t.pv_done - max(t.v_ready, t.softmax_done) for t in tiles),
         "tile_ns": statistics.median(t.pv_done - t.k_ready for t in tiles),
     }
+
+
+ITEM_COSTS = ("start_to_k_issue", "start_to_k_ready", "steady_tile", "last_tile", "epilogue", "span", "fixed",
+              "tiles")
+
+
+def item_costs(blocks: list[AttentionBlockTrace]) -> dict[str, float]:
+    """Where an item's (a block's) time goes, as medians over ``blocks`` (ns; ``tiles`` a count): its start to the
+    producer's first K issue and to the first consumer's K there; a steady tile (K there to the next K there, per
+    warpgroup, the first and last two tiles left out); the last tile (its K there to its P V done); its last P V to
+    its end (the epilogue); its whole span; the span less its tiles x its steady tile (the item's fixed cost); and,
+    as ``gap``, how long after the nearest earlier block end a block starts (the launch's cost of a new block on a
+    freed SM). Blocks with fewer than 4 finished tiles are left out."""
+    rows: dict[str, list[float]] = {k: [] for k in ITEM_COSTS}
+    for blk in blocks:
+        cons = [c for c in blk.consumers if c]
+        n = min((len(c) for c in cons), default=0)
+        if n < 4 or math.isnan(blk.start) or math.isnan(blk.end) or 0 not in blk.k_issued:
+            continue
+        steady = statistics.median(c[j + 1].k_ready - c[j].k_ready for c in cons for j in range(1, n - 2))
+        rows["start_to_k_issue"].append(blk.k_issued[0] - blk.start)
+        rows["start_to_k_ready"].append(min(c[0].k_ready for c in cons) - blk.start)
+        rows["steady_tile"].append(steady)
+        rows["last_tile"].append(statistics.median(c[n - 1].pv_done - c[n - 1].k_ready for c in cons))
+        rows["epilogue"].append(blk.end - max(c[n - 1].pv_done for c in cons))
+        rows["span"].append(blk.end - blk.start)
+        rows["fixed"].append(blk.end - blk.start - n * steady)
+        rows["tiles"].append(n)
+    if not rows["span"]:
+        raise ArgumentError("no traced block finished 4 tiles with its start and end marks: trace longer sequences")
+    out = {k: statistics.median(v) for k, v in rows.items()}
+    ends = sorted(b.end for b in blocks if not math.isnan(b.end))
+    gaps = []
+    for b in blocks:
+        i = bisect.bisect_left(ends, b.start)
+        if i > 0:
+            gaps.append(b.start - ends[i - 1])
+    out["gap"] = statistics.median(gaps) if gaps else math.nan
+    return out
 
 
 def simulated(block: AttentionBlockTrace, stages: int, head_dim: int, facts=None, memory="cached",

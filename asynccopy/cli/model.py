@@ -213,6 +213,13 @@ def _trace_attention(args) -> int:
           f"{block.block}: {block.tiles()} K/V tiles traced; medians: K issued -> there {med['load_ns']:.0f} ns, "
           f"Q K^T {med['qk_ns']:.0f} ns, softmax {med['softmax_ns']:.0f} ns, P V {med['pv_ns']:.0f} ns, "
           f"a tile {med['tile_ns']:.0f} ns")
+    if max(b.tiles() for b in blocks) >= 4:  # an item's fixed cost, over every block of the launch
+        it = attention_trace.item_costs(blocks)
+        print(f"an item (a block), medians over the launch's blocks: its start -> the first K issued "
+              f"{it['start_to_k_issue']:.0f} ns, -> the first K there {it['start_to_k_ready']:.0f} ns; a steady tile "
+              f"{it['steady_tile']:.0f} ns, the last {it['last_tile']:.0f} ns, the epilogue {it['epilogue']:.0f} ns; "
+              f"span {it['span']:.0f} ns over {it['tiles']:.0f} tiles, of which fixed (span - tiles x a steady tile) "
+              f"{it['fixed']:.0f} ns; a block starts {it['gap']:.0f} ns after the one before it on its SM ends")
     if args.png:
         path = attention_trace.timeline_png(block, args.png, stages=cfg.stages, head_dim=cfg.head_dim, tiles=args.tiles,
                                             keys=cfg.keys)

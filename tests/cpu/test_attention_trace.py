@@ -66,6 +66,24 @@ def test_decode_gives_each_consumers_tiles_in_ns():
         (6_000 + 1000 + 400 + 2 - 5_000) * 0.5)
 
 
+def test_an_items_costs_from_the_block_marks_and_tile_events():
+    (b,) = at.decode(_buffer(tiles=12, consumers=3), 2, 3)
+    assert (b.start, b.end) == (0.0, pytest.approx(50_000))  # the header's clock pair, on the launch's axis
+    got = at.item_costs([b])
+    # consumer 0 never finished tile 11: 11 tiles; 1000 ticks of 0.5 ns a tile; K issued 1000 ticks after the
+    # start, there 400 after that; the last P V 500 ticks after its K; the end mark far after it
+    assert got["tiles"] == 11 and got["steady_tile"] == pytest.approx(500)
+    assert got["start_to_k_issue"] == pytest.approx(500) and got["start_to_k_ready"] == pytest.approx(700)
+    assert got["last_tile"] == pytest.approx(250)
+    assert got["epilogue"] == pytest.approx(50_000 - (6_000 + 10_000 + 902 - 5_000) * 0.5)
+    assert got["span"] == pytest.approx(50_000) and got["fixed"] == pytest.approx(50_000 - 11 * 500)
+    assert np.isnan(got["gap"])  # one block: no earlier end to start after
+    later = at.AttentionBlockTrace(1, b.k_issued, b.v_issued, b.consumers, b.end + 64, 2 * b.end)
+    assert at.item_costs([b, later])["gap"] == pytest.approx(64)
+    with pytest.raises(Exception, match="no traced block finished 4 tiles"):
+        at.item_costs(at.decode(_buffer(tiles=3), 2, 2))
+
+
 def test_the_model_and_the_picture(tmp_path):
     pytest.importorskip("matplotlib")
     (b,) = at.decode(_buffer(tiles=12, consumers=3), 2, 3)
