@@ -244,10 +244,11 @@ def print_model(result, compute, overheads, png=None, fit=None):
           f"(traced baseline): " + ", ".join(f"{k}: {v:.0f} ns" for k, v in sorted(compute.items())))
     if overheads:
         print("each variant's own costs (traced, ns): compute at intensity 0 / top, issue per tile at intensity 0 / "
-              "top, between computes")
+              "top, between computes, the trace's own cost a tile (traced build against untraced, taken off the "
+              "simulated compute)")
     for label, ov in overheads.items():
         print(f"  {label:18s} {ov.compute_lo:6.0f} / {ov.compute_hi:6.0f}  issue {ov.issue_at(0):5.0f} / "
-              f"{ov.issue_ns:5.0f}  between {ov.barrier_ns:5.0f}"
+              f"{ov.issue_ns:5.0f}  between {ov.barrier_ns:5.0f}  trace {ov.trace_ns:5.0f}"
               + (f"  producer warp, handoff {ov.handoff_ns:5.0f}" if ov.producer else "")
               + ("  refills before it waits" if ov.issue_first else ""))
     print(report.table(rows, [("label", "mechanism", ""), ("intensity", "intensity", "d"),
