@@ -90,16 +90,34 @@ def decode(raw: np.ndarray, blocks: int, consumers: int) -> list[AttentionBlockT
     return out
 
 
+def check_variant(variant: str | None, head_dim: int) -> tuple:
+    """The -D macros of the wgmma kernel's compile-time variant ``variant`` (attention_kernels.VARIANTS; None:
+    the default build, no macros), checked against the head dim it builds at."""
+    from .attention_kernels import VARIANT_HEAD_DIMS, VARIANTS
+
+    if variant is None:
+        return ()
+    known = VARIANTS["wgmma"]
+    if variant not in known:
+        raise ArgumentError(f"unknown wgmma variant {variant!r}; known: {', '.join(sorted(known))}")
+    if head_dim not in VARIANT_HEAD_DIMS.get(variant, (head_dim,)):
+        raise ArgumentError(f"variant {variant!r} builds at head dim {', '.join(map(str, VARIANT_HEAD_DIMS[variant]))} "
+                            f"only, got {head_dim}")
+    return known[variant]
+
+
 def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: int = 4096, k_len: int | None = None,
         head_dim: int = 128, causal: bool = False, stages: int | None = None, dtype: str = "bfloat16",
-        seed: int = 1) -> tuple[object, list[AttentionBlockTrace]]:
+        seed: int = 1, variant: str | None = None) -> tuple[object, list[AttentionBlockTrace]]:
     """Run the traced wgmma kernel once on fresh random inputs (its output checked against the untraced
-    kernel's: the trace must not change the result beyond rounding); returns (its configuration, the block
-    traces)."""
+    default kernel's: neither the trace nor a ``variant``, a compile-time build of attention_kernels.VARIANTS
+    on top of the launch's own configuration, may change the result beyond rounding); returns (its
+    configuration, the block traces)."""
     import dataclasses
 
     from . import sdpa as att
     from .attention_kernels import KERNELS
+    defines = check_variant(variant, head_dim)
     k_len = q_len if k_len is None else k_len
     kv_heads = heads if kv_heads is None else kv_heads
     for value, name in ((batch, "batch"), (heads, "heads"), (kv_heads, "kv_heads"), (q_len, "q_len"),
@@ -119,7 +137,8 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
     s = arrays.resolve_stream(None, q)
     tq, tk, tv = (att.tensor4(x, n, stream=s) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = dataclasses.replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal), trace=True)
+    cfg = att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal)
+    cfg = dataclasses.replace(cfg.with_defines(defines) if defines else cfg, trace=True)
     got = torch.empty_like(q)
     to = att.Tensor4("out", tuple(got.shape), tuple(got.stride()), p.dtype, got.data_ptr(), tq.device_id)
     blocks = -(-q_len // cfg.tile[0]) * heads * batch

@@ -78,6 +78,9 @@ def _add_trace(sub) -> None:
     att.add_argument("--k-len", type=int, default=None, help="key length (default: --seq)")
     att.add_argument("--head-dim", type=int, default=128)
     att.add_argument("--causal", action="store_true")
+    att.add_argument("--variant", default=None,
+                     help="a compile-time build of the kernel to trace in place of its default (bench attention "
+                          "--variants names them: serial, overlap, pingpong, ...)")
     att.add_argument("--dtype", default="bfloat16")
     tr.set_defaults(fn=cmd_trace)
 
@@ -200,11 +203,12 @@ def _trace_attention(args) -> int:
         check_int(args.stages, "--stages", 1, KERNELS["wgmma"].max_stages)
     check_int(args.block, "--block", 0)
     check_int(args.tiles, "--tiles", 1, attention_trace.MAX_TILES)
+    attention_trace.check_variant(args.variant, args.head_dim)
     if args.png:
         common.check_png(args.png)
     cfg, blocks = attention_trace.run(batch=args.batch, heads=args.heads, kv_heads=args.kv_heads, q_len=args.seq,
                                       k_len=args.k_len, head_dim=args.head_dim, causal=args.causal, stages=args.stages,
-                                      dtype=args.dtype)
+                                      dtype=args.dtype, variant=args.variant)
     block = next((b for b in blocks if b.block == args.block), None)
     if block is None:
         raise AsyncCopyError(f"--block {args.block}: the trace holds blocks 0..{len(blocks) - 1}")

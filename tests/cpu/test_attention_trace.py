@@ -100,7 +100,17 @@ def test_the_model_and_the_picture(tmp_path):
     (["--seq", "0"], r"--seq must be in \[1, 16777216\], got 0"),
     (["--stages", "9"], r"--stages must be in \[1, 8\], got 9"),
     (["--png", "t.txt"], "the picture format comes from the extension"),
+    (["--variant", "fast"], "unknown wgmma variant 'fast'; known: .*overlap.*pingpong"),
 ])
 def test_trace_attention_names_a_bad_flag_first(argv, message, capsys):
     assert cli.main(["trace", "attention", *argv]) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_traced_variant_is_the_builds_macros():
+    from asynccopy.attention_kernels import VARIANTS
+
+    assert at.check_variant(None, 128) == ()
+    assert at.check_variant("overlap", 128) == VARIANTS["wgmma"]["overlap"]
+    with pytest.raises(Exception, match="unknown wgmma variant 'rows32'"):  # an mma variant, not wgmma's
+        at.check_variant("rows32", 64)
