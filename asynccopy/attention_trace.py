@@ -137,8 +137,8 @@ def run(*, batch: int = 1, heads: int = 16, kv_heads: int | None = None, q_len: 
     s = arrays.resolve_stream(None, q)
     tq, tk, tv = (att.tensor4(x, n, stream=s) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal)
-    cfg = dataclasses.replace(cfg.with_defines(defines) if defines else cfg, trace=True)
+    cfg = dataclasses.replace(att.configure(p, facts, kernel="wgmma", stages=stages, causal=causal).with_defines(defines),
+                              trace=True)
     got = torch.empty_like(q)
     to = att.Tensor4("out", tuple(got.shape), tuple(got.stride()), p.dtype, got.data_ptr(), tq.device_id)
     blocks = -(-q_len // cfg.tile[0]) * heads * batch

@@ -91,7 +91,7 @@ def measured_overheads(result: StreamBench, intensity_hi: int, progress=None) ->
         resident = resident_blocks(result, facts, stages,
                                    result.threads + 32 * r.producers, registers(result)[r.label].get(stages))
         cost = trace_cost.cost_per_tile(r.mechanism, stages, intensity=hi, tile=result.tile, threads=result.threads,
-                                   blocks_per_sm=min(resident, result.blocks_per_sm), **opts)
+                                        blocks_per_sm=min(resident, result.blocks_per_sm), **opts)
         out[r.label] = replace(ov, trace_ns=cost)
     return out
 

@@ -7,7 +7,7 @@ import statistics
 
 from .. import device
 from ..bench import report
-from ..errors import check_float, check_int
+from ..errors import ArgumentError, check_float, check_int
 from . import common
 
 
@@ -161,8 +161,6 @@ def cmd_trace(args) -> int:
                             threads=args.threads, tiles_per_block=args.tiles, **opts)
     block = next((b for b in blocks if b.block == args.block), None)
     if block is None:
-        from ..errors import ArgumentError
-
         raise ArgumentError(f"--block {args.block}: the trace holds blocks 0..{len(blocks) - 1}")
     tiles = block.tiles
     compute = statistics.median(t.compute_end - t.compute_start for t in tiles)
@@ -217,8 +215,11 @@ def _trace_attention(args) -> int:
           f"{block.block}: {block.tiles()} K/V tiles traced; medians: K issued -> there {med['load_ns']:.0f} ns, "
           f"Q K^T {med['qk_ns']:.0f} ns, softmax {med['softmax_ns']:.0f} ns, P V {med['pv_ns']:.0f} ns, "
           f"a tile {med['tile_ns']:.0f} ns")
-    if max(b.tiles() for b in blocks) >= 4:  # an item's fixed cost, over every block of the launch
+    try:  # an item's fixed cost, over every block of the launch (none with fewer than 4 tiles an item)
         it = attention_trace.item_costs(blocks)
+    except ArgumentError:
+        it = None
+    if it is not None:
         print(f"an item (a block), medians over the launch's blocks: its start -> the first K issued "
               f"{it['start_to_k_issue']:.0f} ns, -> the first K there {it['start_to_k_ready']:.0f} ns; a steady tile "
               f"{it['steady_tile']:.0f} ns, the last {it['last_tile']:.0f} ns, the epilogue {it['epilogue']:.0f} ns; "
