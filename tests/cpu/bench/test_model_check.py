@@ -568,6 +568,8 @@ def test_one_stage_producers_on_the_runs_least_handoff(monkeypatch, name, with_i
     ("h200_plan_tile1024_128threads_2blocks.json", (1024, 128, 2), 46, 18),
     ("h200_plan_tile8192_512threads_tracecost.json", (8192, 512, 1), 48, 42),
     ("h200_plan_tile16384_512threads_tracecost.json", (16384, 512, 1), 47, 43),
+    ("h200_plan_tile8192_128threads_tracecost.json", (8192, 128, 1), 45, 44),
+    ("h200_plan_tile16384_256threads_tracecost.json", (16384, 256, 1), 48, 43),
 ])
 def test_fresh_runs_with_the_traces_own_cost(name, regime, planner_at_least, within10_at_least):
     """Fresh H200 runs (2026-12-04, `bench --plan --quick`, the recorded curve installed, every regime held out from
@@ -575,14 +577,18 @@ def test_fresh_runs_with_the_traces_own_cost(name, regime, planner_at_least, wit
     tile. Tile 8192 x 256 x 1 meets both goals (planner 47 of 48, simulator 45); 8192 x 256 x 2 the planner's (47;
     simulator 42, 45 without the trace's cost); 2048 x 512 x 1 the planner's (48; simulator 38, 27 without);
     1024 x 128 x 2 the planner's (46; simulator 18); 8192 x 512 x 1 (48; 42: two-stage producers at intensity 8
-    12-18% under) and 16384 x 512 x 1 (47; 43, 41 without the trace's cost) the planner's."""
+    12-18% under) and 16384 x 512 x 1 (47; 43, 41 without the trace's cost) the planner's. A later pair of runs
+    (2026-12-04, same build): 8192 x 128 x 1 the simulator's (44; planner 45: computing-thread LDGSTS and `cg` at
+    intensity 8 run 8-10% faster at two stages than at the four planned) and 16384 x 256 x 1, a regime the curve
+    was fitted on (its pairs therefore not held out), the planner's (48; simulator 43)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
     result, compute, overheads = plan_file.load(data)
     assert (result.tile, result.threads, result.blocks_per_sm) == regime
     fit = plan_file.load_memory(data)
-    assert not model_check.in_calibration(result, {c.regime for c in fit.fitted})
+    fitted_on = regime == (16384, 256, 1)  # one of the curve's fitted regimes
+    assert model_check.in_calibration(result, {c.regime for c in fit.fitted}) == fitted_on
     assert sum(o.trace_ns != 0 for o in overheads.values()) == len(overheads) == 16  # timed for every variant
     _, rows = model_check.check(result, compute, overheads, fit.curve)
     assert not model_check.unmeasured_picks(result, rows)
