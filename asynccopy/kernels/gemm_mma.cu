@@ -18,7 +18,9 @@
 // everyone's visible and proves slice kt - 1 fully read, the copies of slice kt + STAGES - 1 go into
 // kt - 1's stage, one commit (empty past the last slice, so that every thread's group count stays
 // one per slice and one compile-time N serves every wait), and the warps compute slice kt: per k16
-// step, ldmatrix .x4 fragments (.trans for an MN-major operand) and MI * NI mma.sync. STAGES = 1
+// step, ldmatrix .x4 fragments (.trans for an MN-major operand) and MI * NI mma.sync. By default
+// (ASYNCCOPY_MMA_EARLY_SYNC) the wait and barrier for slice kt + 1 sit inside slice kt, before its last
+// step's mma, and the copies go out at slice kt + 1's first step (the loop itself says why). STAGES = 1
 // copies, waits, computes and synchronizes in turn.
 // Copies: each operand's tile is split into copies of ALIGN bytes (ALIGN: the largest power of two up
 // to 16 dividing both operands' addresses and leading dimensions in bytes), 256 threads each taking
@@ -54,8 +56,14 @@ namespace {
 // Compile-time knobs (-D; asynccopy.matmul passes a configuration's `defines`), for measuring variants:
 //   ASYNCCOPY_MMA_BK          k per stage, 32 or 64 (default 64)
 //   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (default 1)
-//   ASYNCCOPY_MMA_UNROLL      copies per thread and slice up to which the copy loop is unrolled (default 8; 4
-//                             with 4 warps, whose 8 unrolled copies per operand spilled in some layouts)
+//   ASYNCCOPY_MMA_UNROLL      bounded copies (a slice at the matrix's edge) per thread and slice up to which their
+//                             loop is unrolled; 0 (default): 8, 4 with 4 warps (whose 8 spilled in some layouts), and
+//                             1 (rolled) for 128 x 256 tiles under the early barrier, whose unrolled copies' hoisted
+//                             addresses spilled 112-248 bytes beside the fragments that barrier keeps live
+//   ASYNCCOPY_MMA_EARLY_SYNC  1 (default): a slice's wait and barrier come before its last k16 step's mma, whose
+//                             fragments are already in registers, and the next slice's first fragments load under
+//                             those mma (CUTLASS's Ampere mainloop); 0: the wait and barrier open each slice, so the
+//                             tensor pipe idles through the barrier and the first step's ldmatrix
 //   ASYNCCOPY_MMA_WARPS       8 (default): 256 threads, a 2 x 4 warp grid, one block an SM; 4: 128 threads, a
 //                             2 x 2 grid of 64 x 64 warp pieces over a 128 x 128 tile, built for two blocks
 //                             an SM (3 stages of 32 KiB fit twice), so that one block's barrier and copies
@@ -71,8 +79,11 @@ namespace {
 #ifndef ASYNCCOPY_MMA_FRAG_AHEAD
 #define ASYNCCOPY_MMA_FRAG_AHEAD 1
 #endif
+#ifndef ASYNCCOPY_MMA_EARLY_SYNC
+#define ASYNCCOPY_MMA_EARLY_SYNC 1
+#endif
 #ifndef ASYNCCOPY_MMA_UNROLL
-#define ASYNCCOPY_MMA_UNROLL (ASYNCCOPY_MMA_WARPS == 4 ? 4 : 8)
+#define ASYNCCOPY_MMA_UNROLL 0
 #endif
 constexpr int BK = ASYNCCOPY_MMA_BK;  // k per stage: BK / 16 mma k16 steps
 static_assert(BK == 32 || BK == 64, "slices of 32 or 64 k");
@@ -115,7 +126,7 @@ __device__ __forceinline__ int swizzled(int row, int col_byte)
 // memory, so every copy moves contiguous bytes to contiguous bytes:
 //   K-major  (A_MN = 0 / B_MN = 0): [ROWS][BK]  OUTER = m or n, INNER = k
 //   MN-major (A_MN = 1 / B_MN = 1): [BK][ROWS]  OUTER = k, INNER = m or n
-template <class T, int MN_MAJOR, int ROWS, int ALIGN>
+template <class T, int MN_MAJOR, int ROWS, int ALIGN, int UNROLL_MAX>
 struct Operand {
     static constexpr bool MN = MN_MAJOR;  // read with ldmatrix .trans
     static constexpr int OUTER = MN_MAJOR ? BK : ROWS;
@@ -131,7 +142,7 @@ struct Operand {
     // compiler keeps them live through the whole k loop, one set per copy: the 8 to 16 copies per
     // operand of ALIGN 4 crowded out the accumulators (128 x 256 spilled). More than 4 copies (the
     // small ones of ALIGN 8 and 4) run as a loop.
-    static constexpr int UNROLL = COPIES <= (ALIGN == 16 ? ASYNCCOPY_MMA_UNROLL : 4) ? COPIES : 1;
+    static constexpr int UNROLL = COPIES <= (ALIGN == 16 ? UNROLL_MAX : 4) ? COPIES : 1;
 
     const T* g;      // the matrix
     long long ld;    // elements between consecutive OUTER indices
@@ -246,30 +257,31 @@ struct Operand {
     }
 };
 
-// One slice (BK = 64 k) of a warp's MI x NI mma tiles from the stage's tiles sa (A) and sb (B).
-// Lane l gives the row address of row l % 8 of matrix l / 8 of each ldmatrix .x4; (a_mn, a_k) and
-// (b_mn, b_k) are that row's first element in the warp's first 16 x 16 A and B (n 16 x k 16) blocks:
+// The fragments of a warp's MI x NI mma tiles for one k16 step, two steps' worth (step kk + 1's ldmatrix are
+// issued before step kk's mma, so their latency hides behind the mma; the asm statements are volatile: they
+// stay in this order). Lane l gives the row address of row l % 8 of matrix l / 8 of each ldmatrix .x4;
+// (a_mn, a_k) and (b_mn, b_k) are that row's first element in the warp's first 16 x 16 A and B (n 16 x k 16)
+// blocks:
 //   A (m x k), matrices in the order of a0..a3: (m +0, k +0), (m +8, k +0), (m +0, k +8), (m +8, k +8)
 //   B (n x k), matrices in the order b0, b1 of n8 tile 2p, b0, b1 of tile 2p + 1:
 //              (n +0, k +0), (n +0, k +8), (n +8, k +0), (n +8, k +8)
 // A K-major matrix's rows run along k (row r at mn + r), an MN-major one's along m / n (row r at k + r,
 // read with .trans): see mma.cuh for why either arrives as the fragment mma expects.
 template <class Tag, class OpA, class OpB, int MI, int NI>
-__device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigned char* sa, const unsigned char* sb,
-                                          int a_mn, int a_k, int b_mn, int b_k)
-{
-    constexpr int STEPS = BK / 16;
-    // Fragments of two k16 steps: step kk + 1's ldmatrix are issued before step kk's mma, so their
-    // latency hides behind the mma (the asm statements are volatile: they stay in this order).
-    unsigned fa[2][MI][4], fb[2][NI][2];
-    auto fetch = [&](int buf, int kk) {
+struct Fragments {
+    unsigned a[2][MI][4], b[2][NI][2];
+    int a_mn, a_k, b_mn, b_k;
+
+    // Step kk's fragments (k offset kk inside the slice) of the stage at sa (A) and sb (B) into buffer buf.
+    __device__ __forceinline__ void fetch(int buf, const unsigned char* sa, const unsigned char* sb, int kk)
+    {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const unsigned char* row = sa + OpA::offset(a_mn + 16 * mi, a_k + kk);
             if constexpr (OpA::MN)
-                ac::ldmatrix_x4_trans(fa[buf][mi], row);
+                ac::ldmatrix_x4_trans(a[buf][mi], row);
             else
-                ac::ldmatrix_x4(fa[buf][mi], row);
+                ac::ldmatrix_x4(a[buf][mi], row);
         }
 #pragma unroll
         for (int p = 0; p < NI / 2; ++p) {
@@ -279,24 +291,36 @@ __device__ __forceinline__ void mma_slice(float (&acc)[MI][NI][4], const unsigne
                 ac::ldmatrix_x4_trans(f, row);
             else
                 ac::ldmatrix_x4(f, row);
-            fb[buf][2 * p][0] = f[0];
-            fb[buf][2 * p][1] = f[1];
-            fb[buf][2 * p + 1][0] = f[2];
-            fb[buf][2 * p + 1][1] = f[3];
+            b[buf][2 * p][0] = f[0];
+            b[buf][2 * p][1] = f[1];
+            b[buf][2 * p + 1][0] = f[2];
+            b[buf][2 * p + 1][1] = f[3];
         }
-    };
-    constexpr bool AHEAD = ASYNCCOPY_MMA_FRAG_AHEAD != 0;
-    if (AHEAD) fetch(0, 0);
-#pragma unroll
-    for (int step = 0; step < STEPS; ++step) {
-        if (!AHEAD) fetch(step & 1, 16 * step);
-        else if (step + 1 < STEPS) fetch((step + 1) & 1, 16 * (step + 1));
+    }
+
+    // The MI * NI products of the step in buffer buf.
+    __device__ __forceinline__ void mma(float (&acc)[MI][NI][4], int buf) const
+    {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], fa[step & 1][mi], fb[step & 1][ni]);
+            for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], a[buf][mi], b[buf][ni]);
     }
-}
+
+    // One whole slice (BK k) of the stage at sa, sb.
+    __device__ __forceinline__ void slice(float (&acc)[MI][NI][4], const unsigned char* sa, const unsigned char* sb)
+    {
+        constexpr int STEPS = BK / 16;
+        constexpr bool AHEAD = ASYNCCOPY_MMA_FRAG_AHEAD != 0;
+        if (AHEAD) fetch(0, sa, sb, 0);
+#pragma unroll
+        for (int step = 0; step < STEPS; ++step) {
+            if (!AHEAD) fetch(step & 1, sa, sb, 16 * step);
+            else if (step + 1 < STEPS) fetch((step + 1) & 1, sa, sb, 16 * (step + 1));
+            mma(acc, step & 1);
+        }
+    }
+};
 
 }  // namespace
 
@@ -309,8 +333,12 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     static_assert(ALIGN == 16 || ALIGN == 8 || ALIGN == 4 || ALIGN == 2, "ALIGN is 16, 8, 4 or 2 bytes");
     static_assert(STAGES >= 1, "a pipeline has at least one stage");
     using Tag = typename ac::MmaType<T>::tag;
-    using OpA = Operand<T, A_MN, BM, ALIGN>;
-    using OpB = Operand<T, B_MN, BN, ALIGN>;
+    constexpr int UNROLL_MAX = ASYNCCOPY_MMA_UNROLL > 0 ? ASYNCCOPY_MMA_UNROLL  // see the knob's note
+                               : ASYNCCOPY_MMA_WARPS == 4 ? 4
+                               : ASYNCCOPY_MMA_EARLY_SYNC && BN == 256 ? 1
+                               : 8;
+    using OpA = Operand<T, A_MN, BM, ALIGN, UNROLL_MAX>;
+    using OpB = Operand<T, B_MN, BN, ALIGN, UNROLL_MAX>;
     constexpr bool ASYNC = OpA::ASYNC;
     constexpr int STAGE_BYTES = OpA::TILE_BYTES + OpB::TILE_BYTES;  // 2 * BK * (BM + BN)
     constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;             // a warp's piece: 64 x 32 or 64 x 64
@@ -330,8 +358,11 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int mat = lane / 8, r = lane % 8;  // this lane addresses row r of ldmatrix matrix `mat`
-    const int a_mn = wm * WM + 8 * (mat & 1) + (A_MN ? 0 : r), a_k = 8 * (mat >> 1) + (A_MN ? r : 0);
-    const int b_mn = wn * WN + 8 * (mat >> 1) + (B_MN ? 0 : r), b_k = 8 * (mat & 1) + (B_MN ? r : 0);
+    Fragments<Tag, OpA, OpB, MI, NI> fr;
+    fr.a_mn = wm * WM + 8 * (mat & 1) + (A_MN ? 0 : r);
+    fr.a_k = 8 * (mat >> 1) + (A_MN ? r : 0);
+    fr.b_mn = wn * WN + 8 * (mat >> 1) + (B_MN ? 0 : r);
+    fr.b_k = 8 * (mat & 1) + (B_MN ? r : 0);
 
     float acc[MI][NI][4];
 #pragma unroll
@@ -352,7 +383,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                 ac::wait_group<0>();
             }
             __syncthreads();  // every thread's copies are in place and visible
-            mma_slice<Tag, OpA, OpB>(acc, smem, smem + OpA::TILE_BYTES, a_mn, a_k, b_mn, b_k);
+            fr.slice(acc, smem, smem + OpA::TILE_BYTES);
             __syncthreads();  // every warp has read the stage before the next slice overwrites it
         }
     } else {
@@ -364,6 +395,65 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             }
             if constexpr (ASYNC) ac::commit_group();  // one group per slice index, empty past the last
         }
+#if ASYNCCOPY_MMA_EARLY_SYNC
+        // The wait and the barrier for slice kt + 1 sit inside slice kt, after its last step's fragments are in
+        // registers and before that step's mma: past the barrier each warp issues slice kt + 1's first ldmatrix
+        // and then the last step's MI * NI mma, which cover the ldmatrix latency, so the tensor pipe idles only
+        // for the warps' skew at the barrier. The barrier also proves every warp has issued its last ldmatrix of
+        // slice kt's stage (those of the last step, issued a step earlier; bar.sync performs a thread's earlier
+        // shared loads before it completes), which the copies at slice kt + 1's first step refill.
+        constexpr int STEPS = BK / 16;
+        static_assert(STEPS % 2 == 0, "an even number of k16 steps: step 0's fragments are always in buffer 0");
+        if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+        __syncthreads();
+        fr.fetch(0, smem, smem + OpA::TILE_BYTES, 0);
+#pragma unroll 1
+        for (int kt = 0; kt < slices; ++kt) {
+            const unsigned char* stage = smem + ac::stage_of<STAGES>(kt) * STAGE_BYTES;
+            const int next = kt + STAGES - 1;  // the slice the copies of this one's first step bring in
+            unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;  // slice kt - 1's stage
+#pragma unroll
+            for (int step = 0; step < STEPS; ++step) {
+                // First the copies (before the next fragments, so that their addresses and one step's fragments
+                // are all that is live beside the accumulators), then step + 1's fragments, then step's mma.
+                if (step == 0) {
+                    if (next < slices) {
+                        if constexpr (ASYNC) {
+                            opa.copy_async(refill, next);
+                            opb.copy_async(refill + OpA::TILE_BYTES, next);
+                        } else {
+                            opa.fetch(next);
+                            opb.fetch(next);
+                        }
+                    }
+                    // Reached by every thread, converged, whether or not it copied: cp.async groups are
+                    // counted per thread, and the waits need exactly one group per slice index in every thread.
+                    if constexpr (ASYNC) ac::commit_group();
+                }
+                if (step + 1 < STEPS) {
+                    fr.fetch((step + 1) & 1, stage, stage + OpA::TILE_BYTES, 16 * (step + 1));
+                } else {
+                    if constexpr (!ASYNC) {
+                        // The registers into slice kt - 1's stage, read by no warp until slice `next`; the
+                        // barrier below (or a later one) publishes them before that slice is read.
+                        if (next < slices) {
+                            opa.store(refill);
+                            opb.store(refill + OpA::TILE_BYTES);
+                        }
+                    }
+                    // Groups committed: one per slice 0 .. kt + STAGES - 1; all but the newest STAGES - 2
+                    // landed means slice kt + 1's did.
+                    if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+                    __syncthreads();
+                    if (kt + 1 < slices) {
+                        const unsigned char* after = smem + ac::stage_of<STAGES>(kt + 1) * STAGE_BYTES;
+                        fr.fetch(0, after, after + OpA::TILE_BYTES, 0);
+                    }
+                }
+                fr.mma(acc, step & 1);
+            }
+        }
+#else
 #pragma unroll 1
         for (int kt = 0; kt < slices; ++kt) {
             // Groups committed so far: one per slice 0 .. kt + STAGES - 2; all but the newest STAGES - 2
@@ -387,7 +477,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             // per thread, and the wait above needs exactly one group per slice index in every thread.
             if constexpr (ASYNC) ac::commit_group();
             const unsigned char* stage = smem + ac::stage_of<STAGES>(kt) * STAGE_BYTES;
-            mma_slice<Tag, OpA, OpB>(acc, stage, stage + OpA::TILE_BYTES, a_mn, a_k, b_mn, b_k);
+            fr.slice(acc, stage, stage + OpA::TILE_BYTES);
             if constexpr (!ASYNC) {
                 // The registers into slice kt - 1's stage, which no warp reads until slice `next`; the
                 // barrier at the top of the next iteration publishes them.
@@ -397,6 +487,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                 }
             }
         }
+#endif
         if constexpr (ASYNC) ac::wait_all();  // only empty groups remain; nothing in flight at exit
     }
 

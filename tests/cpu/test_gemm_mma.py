@@ -68,7 +68,9 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
         assert op in sass, f"no {op} in {cfg.name_expression()} ({arch})"
     # the copies: cp.async of exactly the alignment's width, bounded (zero-filling) at the matrix's edges and
     # unbounded inside it where a thread's copies share a swizzle, or (ALIGN 2) loads and 16-byte shared stores
-    widths = set(re.findall(r"LDGSTS[.A-Z0-9]*", sass))
+    # (.LTC128B: an L2 128-byte prefetch hint ptxas adds by itself to every copy of the early-barrier mainloop; it
+    # does not change the width or the bounds, so it is left out of the comparison)
+    widths = {w.replace(".LTC128B", "") for w in re.findall(r"LDGSTS[.A-Z0-9]*", sass)}
     if cfg.align == 2:
         assert not widths and "STS.128" in sass, widths
     else:
