@@ -64,6 +64,9 @@ namespace {
 //                             fragments are already in registers, and the next slice's first fragments load under
 //                             those mma (CUTLASS's Ampere mainloop); 0: the wait and barrier open each slice, so the
 //                             tensor pipe idles through the barrier and the first step's ldmatrix
+//   ASYNCCOPY_MMA_SPLIT_COPIES 1 (default): under the early barrier a slice's refill copies of A go out at its first
+//                             k16 step and those of B at its second (one commit there); measured faster, not profiled (a
+//                             reading: fewer copies queue before one step's ldmatrix); 0: both at the first step
 //   ASYNCCOPY_MMA_WARPS       8 (default): 256 threads, a 2 x 4 warp grid, one block an SM; 4: 128 threads, a
 //                             2 x 2 grid of 64 x 64 warp pieces over a 128 x 128 tile, built for two blocks
 //                             an SM (3 stages of 32 KiB fit twice), so that one block's barrier and copies
@@ -81,6 +84,9 @@ namespace {
 #endif
 #ifndef ASYNCCOPY_MMA_EARLY_SYNC
 #define ASYNCCOPY_MMA_EARLY_SYNC 1
+#endif
+#ifndef ASYNCCOPY_MMA_SPLIT_COPIES
+#define ASYNCCOPY_MMA_SPLIT_COPIES 1
 #endif
 #ifndef ASYNCCOPY_MMA_UNROLL
 #define ASYNCCOPY_MMA_UNROLL 0
@@ -416,19 +422,21 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             for (int step = 0; step < STEPS; ++step) {
                 // First the copies (before the next fragments, so that their addresses and one step's fragments
                 // are all that is live beside the accumulators), then step + 1's fragments, then step's mma.
-                if (step == 0) {
+                constexpr int B_STEP = ASYNCCOPY_MMA_SPLIT_COPIES ? 1 : 0;  // the step that copies B (A: step 0)
+                if (step == 0 || step == B_STEP) {
                     if (next < slices) {
                         if constexpr (ASYNC) {
-                            opa.copy_async(refill, next);
-                            opb.copy_async(refill + OpA::TILE_BYTES, next);
+                            if (step == 0) opa.copy_async(refill, next);
+                            if (step == B_STEP) opb.copy_async(refill + OpA::TILE_BYTES, next);
                         } else {
-                            opa.fetch(next);
-                            opb.fetch(next);
+                            if (step == 0) opa.fetch(next);
+                            if (step == B_STEP) opb.fetch(next);
                         }
                     }
                     // Reached by every thread, converged, whether or not it copied: cp.async groups are
                     // counted per thread, and the waits need exactly one group per slice index in every thread.
-                    if constexpr (ASYNC) ac::commit_group();
+                    if constexpr (ASYNC)
+                        if (step == B_STEP) ac::commit_group();
                 }
                 if (step + 1 < STEPS) {
                     fr.fetch((step + 1) & 1, stage, stage + OpA::TILE_BYTES, 16 * (step + 1));
