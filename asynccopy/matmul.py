@@ -296,20 +296,22 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
     pairs = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
     units = pairs * splits  # tiles (pairs of them where a pair multicasts) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
-    grid, sk_tiles, flags, partials = max(1, min(units, facts.sm_count)), 0, 0, 0
-    if cfg.stream_k and cluster == 1 and splits == 1:
-        sk_tiles, grid = stream_k_plan(units, -(-k // rec.bk), facts.sm_count)
+    # the workers: blocks, or clusters (the grid counts clusters then: as many as can be resident at once, asked
+    # once a kernel), at most one per unit
+    workers = facts.sm_count if cluster == 1 else _resident.get((kernel, cluster), lambda: clusters.max_active_clusters(
+        kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
+    grid, sk_tiles, flags, partials = max(1, min(units, workers)), 0, 0, 0
+    if cfg.stream_k and share != "k" and splits == 1:
+        sk_tiles, grid = stream_k_plan(units, -(-k // rec.bk), workers)
         if sk_tiles:  # each block's two consumers' f32 accumulators, for a contributor's piece
-            flags, partials = workspace.stream_k(facts.device_id, stream, 4 * grid * bm * bn)
+            flags, partials = workspace.stream_k(facts.device_id, stream, 4 * grid * cluster * bm * bn)
     args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits),
             np.int32(sk_tiles), partials, flags)
     if cluster == 1:
         build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes)
-    else:  # the grid counts clusters: as many as can be resident at once (once a kernel), at most one per unit
-        most = _resident.get((kernel, cluster), lambda: clusters.max_active_clusters(
-            kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
-        build.launch(kernel, *args, grid=max(1, min(units, most)), block=rec.threads, stream=stream,
-                     shmem=kcfg.smem_bytes, cluster=cluster)
+    else:
+        build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes,
+                     cluster=cluster)
     if ws is not None:
         groups = m * -(-n // 4)
         build.launch(_sum_kernel(cfg.out_dtype, facts.arch), int(ws.handle), np.int64(m * ldw), np.int64(ldw),

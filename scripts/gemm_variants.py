@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--stages", default=None, help="comma-separated stage counts (default: the kernel's)")
     p.add_argument("--tile", default=None, help="BMxBN (default: the kernel's for the shape)")
     p.add_argument("--splits", default=None, help="comma-separated splits of k (split_k kernels; default: chosen)")
+    p.add_argument("--stream-k", default=None,
+                   help="comma-separated 0/1: the last wave shared out or not (persistent kernels; default: chosen)")
     p.add_argument("--l2", default=None, help="comma-separated L2 promotions of the operand maps (TMA kernels)")
     p.add_argument("--variant", action="append", default=None, help="NAME[:MACRO=VALUE,...]; repeatable")
     p.add_argument("--reps", type=int, default=30, help="timed runs of each case, split over the rounds")
@@ -79,14 +81,16 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
     cases = [("cuBLAS", "-", cublas, 0.0)]
     splits = [int(x) for x in args.splits.split(",")] if args.splits else [None]
     l2s = args.l2.split(",") if args.l2 else [None]
-    for name, defines, st, sp, l2 in ((v, d, st, sp, l2) for v, d in variants for st in stages for sp in splits
-                                      for l2 in l2s):
+    sks = [bool(int(x)) for x in args.stream_k.split(",")] if args.stream_k else [None]
+    for name, defines, st, sp, l2, sk in ((v, d, st, sp, l2, sk) for v, d in variants for st in stages
+                                          for sp in splits for l2 in l2s for sk in sks):
         a = matmul.matrix(ops.a[0], "a", stream=s)
         b = matmul.matrix(ops.b[0], "b", stream=s)
         cfg = replace(matmul.configure(a, b, dtype, facts, kernel=args.kernel, stages=st, tile=tile),
                       defines=defines)
         cfg = replace(cfg, splits=sp) if sp else cfg
         cfg = replace(cfg, l2_promotion=l2) if l2 else cfg
+        cfg = replace(cfg, stream_k=sk) if sk is not None else cfg
 
         def run(i, cfg=cfg):
             j = i % ops.sets
@@ -97,7 +101,8 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
         run(0)
         s.sync()
         err = ops.error()
-        label = (f"{name} x{cfg.splits}" if cfg.splits > 1 else name) + (f" L2:{l2}" if l2 else "")
+        label = ((f"{name} x{cfg.splits}" if cfg.splits > 1 else name) + (f" L2:{l2}" if l2 else "")
+                 + ("" if sk is None else " sk" if sk else " nosk"))
         if not err < gemm_bench.TOLERANCE[dtype]:
             print(f"{shape:>18} {label:>14} {cfg.stages:>6} WRONG: relative error {err:.2e}", flush=True)
             continue

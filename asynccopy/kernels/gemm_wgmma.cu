@@ -17,9 +17,11 @@
 // Split k (splits > 1, for shapes of fewer tiles than SMs): a work unit is one tile's share of the k-
 // blocks; C is then an f32 workspace [splits][m][ldc] (OutT = float, ALIGN = 8: ordinary stores, which
 // compute-sanitizer's initcheck counts as writes, unlike TMA stores) that gemm_splitk.cu sums into C.
-// Stream-K (sk_tiles > 0, one split, no cluster): the last sk_tiles tiles' k-blocks are shared out among all
-// blocks after their whole tiles (Schedule; asynccopy/gemm.cuh); a piece that starts inside a tile leaves its f32
-// accumulators in `partials` under a flag, which the tile's owner waits for and adds in before it stores.
+// Stream-K (sk_tiles > 0, one split, no PAIR_K): the last sk_tiles units' k-blocks are shared out among all
+// blocks (clusters of a pair sharing an operand: a unit is then the pair's two tiles) after their whole units
+// (Schedule; asynccopy/gemm.cuh); a piece that starts inside a tile leaves its f32 accumulators in `partials`
+// under a flag, which the tile's owner (in a cluster, the owner cluster's block of the same rank) waits for and
+// adds in before it stores.
 // setmaxnreg moves registers from the producer (40) to the consumers (232). Tiles are visited in groups of
 // GROUP_M tile-rows so that concurrently running blocks share A and B tiles in L2.
 // Shared memory, per stage (1024-byte aligned, 128B-swizzled by TMA):
@@ -193,7 +195,7 @@ struct Piece {
 // The pieces of one block (cluster) in turn, the same walk for its producer and its consumers: first its
 // data-parallel units (u = first, first + step, ... of the tiles before the stream-K region, times the
 // splits of k), then its share of the stream-K region, the last sk_tiles tiles of the grouped order
-// (asynccopy/gemm.cuh, stream_k_begin; sk_tiles > 0 only with CLUSTER 1 and one split).
+// (asynccopy/gemm.cuh, stream_k_begin, over the clusters; sk_tiles > 0 only with one split and no PAIR_K).
 struct Schedule {
     int u, step, dp_units, tiles, rows, cols, splits, k_blocks, rank, dp_tiles;
     int sk_j, sk_kb, sk_left;  // where this block's stream-K share goes on (tile of the region, k-block), and its rest
@@ -240,7 +242,7 @@ struct Schedule {
 // launch, and returns true. A slot is [BN / 8][128 threads][4] floats: each warp's float4 stores coalesce.
 template <int BN>
 __device__ __forceinline__ bool stream_k_fixup(float (&acc)[BN / 2], const Piece& p, float* partials, int* flags,
-                                               int sk_tiles, int k_blocks, int w, int t)
+                                               int sk_tiles, int k_blocks, int w, int t, int rank)
 {
     constexpr int SLOT = 64 * BN;  // floats of one warpgroup's 64 x BN accumulators
     if (p.kb0 > 0) {
@@ -252,19 +254,23 @@ __device__ __forceinline__ bool stream_k_fixup(float (&acc)[BN / 2], const Piece
         if (t == 0) ac::flag_release(flags + blockIdx.x * CONSUMERS + w, 1);
         return false;
     }
+    // the workers are the clusters (blocks, where CLUSTER is 1); worker b's block of this rank took the same
+    // pieces' tiles of this rank's side
     const long long end = static_cast<long long>(p.sk + 1) * k_blocks;
-    for (int b = blockIdx.x + 1; b < static_cast<int>(gridDim.x); ++b) {
-        const long long lo = ac::stream_k_begin(b, gridDim.x, sk_tiles, k_blocks);
+    const int workers = static_cast<int>(gridDim.x) / CLUSTER;
+    for (int b = static_cast<int>(blockIdx.x) / CLUSTER + 1; b < workers; ++b) {
+        const long long lo = ac::stream_k_begin(b, workers, sk_tiles, k_blocks);
         if (lo >= end) break;
-        if (ac::stream_k_begin(b + 1, gridDim.x, sk_tiles, k_blocks) == lo) continue;  // an empty range
-        int* flag = flags + b * CONSUMERS + w;
+        if (ac::stream_k_begin(b + 1, workers, sk_tiles, k_blocks) == lo) continue;  // an empty range
+        const int block = b * CLUSTER + rank;
+        int* flag = flags + block * CONSUMERS + w;
         if (t == 0) {
-            ac::bounded_wait([&] { return ac::flag_acquire(flag) != 0; }, {"gemm_wgmma", "stream_k flag", b},
+            ac::bounded_wait([&] { return ac::flag_acquire(flag) != 0; }, {"gemm_wgmma", "stream_k flag", block},
                              ac::NO_PARITY);
             *flag = 0;  // read by no one else in this launch; the next one finds it down
         }
         ac::named_barrier_sync(1 + w, 128);  // thread 0 saw the flag: the slot is complete
-        const float4* theirs = reinterpret_cast<const float4*>(partials + (static_cast<long long>(b) * CONSUMERS + w) * SLOT);
+        const float4* theirs = reinterpret_cast<const float4*>(partials + (static_cast<long long>(block) * CONSUMERS + w) * SLOT);
 #pragma unroll
         for (int i = 0; i < BN / 2; i += 4) {
             const float4 v = __ldcg(theirs + (i / 4) * 128 + t);
@@ -551,11 +557,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         }
         if constexpr (PAIR_K) {
             if (!pair_reduce<BN>(acc, staging, &red_full[w], &red_empty[w], rank, pair_sends, w, t)) continue;
-        } else if constexpr (CLUSTER > 1) {
-            if (tn >= tiles_n || tm >= tiles_m) continue;  // the second tile of an odd last pair: nothing to store
         } else {
+            // the second tile of an odd last pair: nothing to store (nor, in the stream-K region, to hand over: its
+            // owner, the block of this rank in an earlier cluster, skips it alike)
+            if (CLUSTER > 1 && (tn >= tiles_n || tm >= tiles_m)) continue;
             if (p.sk >= 0 && (kb0 > 0 || kb1 < k_blocks) &&
-                !stream_k_fixup<BN>(acc, p, partials, flags, sk_tiles, k_blocks, w, t))
+                !stream_k_fixup<BN>(acc, p, partials, flags, sk_tiles, k_blocks, w, t, rank))
                 continue;  // a contributor's piece: its owner stores the tile
         }
         const int row0 = tm * BM + 64 * w;

@@ -313,6 +313,40 @@ def test_stream_k_computes_the_same_product(torch, facts, m, k, n, tile, a_mn, b
         assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL[out_dtype]
 
 
+# (m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad): pairs of tiles (sharing A or B) as the stream-K units, with
+# an odd tile count (the last pair's second block past the matrix, in the region), a last wave's rest under and
+# over half the resident pairs, and fewer pairs than resident pairs (every unit shared, up to 8 pieces)
+PAIRED_STREAM_K = [(2100, 3000, 2000, (128, 128), "1", False, True, "bfloat16", 0),
+                   (2100, 3000, 2000, (128, 128), "0", True, False, "float32", 3),
+                   (1100, 700, 3000, (128, 128), "1", True, False, "bfloat16", 0),
+                   (1100, 700, 3000, (128, 128), "0", False, True, "bfloat16", 0),
+                   (300, 5000, 4000, (128, 256), "1", False, True, "float32", 3)]
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad", PAIRED_STREAM_K)
+def test_pairs_share_a_last_wave_out(torch, facts, m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad):
+    """Stream-K over cluster pairs: the last pair-units' k-blocks shared among all resident pairs, each block's
+    partials added in by the same rank of the owner pair. Two products in a row on one stream (flags down)."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    for _ in range(2):
+        a, ha = _operand(torch, m, k, a_mn, torch.bfloat16)
+        b, hb = _operand(torch, k, n, not b_mn, torch.bfloat16)
+        store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+        cfg = replace(matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=tile, stages=3),
+                      defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1, stream_k=True)
+        matmul.launch(cfg, ma, mb, store.data_ptr(), n + ldc_pad, stream=stream, facts=facts)
+        c = store[:, :n].double().cpu().numpy()
+        assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+        ref = ha @ hb
+        assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL[out_dtype]
+
+
 @pytest.mark.cc(9, 0)
 def test_the_default_shares_a_last_wave_out_on_a_side_stream(torch, facts):
     """More tiles than SMs and a partial last wave: gemm's default configuration is stream-K, and the product

@@ -135,8 +135,10 @@ def test_gemm_simt_wide_tiles(cupy, facts, tile, a_mn, b_mn):
 
 
 @pytest.mark.parametrize("share", ["0", "1"], ids=["share_a", "share_b"])
-def test_gemm_cluster_pairs(cupy, facts, share):
-    """gemm_wgmma in clusters of two sharing A or B by multicast, with an odd last pair either way (3 x 3 tiles)."""
+@pytest.mark.parametrize("stream_k", [False, True], ids=["whole", "stream_k"])
+def test_gemm_cluster_pairs(cupy, facts, share, stream_k):
+    """gemm_wgmma in clusters of two sharing A or B by multicast, with an odd last pair either way (3 x 3 tiles);
+    with stream-K, 16 k-blocks a unit and its pieces shared among up to 24 pairs (4 pieces a unit)."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -145,14 +147,14 @@ def test_gemm_cluster_pairs(cupy, facts, share):
 
     require_cc(facts, (9, 0))
     rng = np.random.default_rng(int(share))
-    m, n, k = 300, 264, 200  # B's and C's rows 528 bytes apart: off the 128-byte lines
+    m, n, k = 300, 264, 1000 if stream_k else 200  # B's and C's rows 528 bytes apart: off the 128-byte lines
     a = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
     b = cupy.asarray(rng.standard_normal((k, n)).astype(np.float16))
     out = cupy.full((m, n), np.nan, dtype=np.float16)
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = replace(matmul.configure(ma, mb, "float16", facts, kernel="wgmma", tile=(128, 128), stages=2),
-                  defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1)
+                  defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1, stream_k=stream_k)
     matmul.launch(cfg, ma, mb, out.data.ptr, n, stream=stream, facts=facts)
     stream.sync()
     ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
