@@ -152,11 +152,15 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     return cfg
 
 
-def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int], splits: int, sms: int) -> bool:
+def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int], splits: int, sms: int,
+                     share: str | None = None) -> bool:
     """Whether this tile of A x B shares its last wave out by default (one split, a kernel that can): where the
-    SMs that wave leaves idle cost more than the sharing (gemm_kernels.stream_k_pays)."""
+    SMs that wave leaves idle cost more than the sharing (gemm_kernels.stream_k_pays). With ``share`` "a" or "b"
+    the units are cluster pairs of tiles sharing that operand, over half the SMs."""
+    tiles_m, tiles_n = -(-a.rows // tile[0]), -(-b.cols // tile[1])
+    units = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
     return (rec.stream_k and splits == 1
-            and stream_k_pays(-(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk), sms))
+            and stream_k_pays(units, -(-a.cols // rec.bk), sms // 2 if share else sms))
 
 
 def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | None:
@@ -177,8 +181,8 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
     if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
         pair = pair and bool(record["paired"])
-    if pair:
-        return replace(cfg, defines=PAIRED, stream_k=False)
+    if pair:  # and whether its pairs shared their last wave out (a record from before that: they did not)
+        return replace(cfg, defines=PAIRED, stream_k=bool(record.get("stream_k", False)) and cfg.splits == 1)
     # and whether it shared its last wave out (a record from before stream-K: the default's rule)
     sk = stream_k_default(cfg.record, a, b, cfg.tile, cfg.splits, facts.sm_count)
     sk = bool(record.get("stream_k", sk)) and cfg.record.stream_k and cfg.splits == 1

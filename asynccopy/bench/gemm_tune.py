@@ -5,7 +5,7 @@ Candidates: every kernel that takes the dtype (and the operands' alignment) on t
 its stage counts from 2 to what fits (and 1), for a split-k kernel the split its rule picks, half of it and
 none, where the kernel pairs a tile in clusters (B's rows off 128-byte lines) that tile both paired and alone,
 the tile a cluster pair may split k on (GemmKernel.pair_k_tile) as such a pair too, and where a tile's last
-wave can be shared out (stream-K) that tile with it and without. Each candidate's C is checked against the
+wave can be shared out (stream-K) that tile with it and without (pairs too). Each candidate's C is checked against the
 first candidate's before it is timed (CUDA events, median; the same operands, so the figures compare
 configurations, not inputs)."""
 
@@ -64,7 +64,8 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
         first = configure(a, b, base.out_dtype, facts, kernel=name)
         for tile in rec.tiles_for(first.align):
             fit = min(rec.max_stages(tile, facts.smem_per_block_optin, itemsize(base.dtype)), rec.max_stages_default)
-            tiles, kb = -(-a.rows // tile[0]) * -(-b.cols // tile[1]), -(-a.cols // rec.bk)
+            tiles_m, tiles_n, kb = -(-a.rows // tile[0]), -(-b.cols // tile[1]), -(-a.cols // rec.bk)
+            tiles = tiles_m * tiles_n
             splits = {1}
             if rec.split_k:
                 s = split_count(tiles, kb, facts.sm_count)
@@ -80,6 +81,9 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                         out.append(replace(alone, stream_k=not default_sk))
                     if rec.pairs_share_b(tile, a, b, sp):
                         out.append(replace(alone, defines=PAIRED, stream_k=False))
+                        pairs = -(-tiles_m // 2) * tiles_n  # the units: two tiles of a tile-column
+                        if rec.stream_k and sp == 1 and stream_k_plan(pairs, kb, facts.sm_count // 2)[0] > 0:
+                            out.append(replace(alone, defines=PAIRED, stream_k=True))  # and their last wave shared
                     if tile == rec.pair_k_tile and sp == 1 and kb >= 2:
                         out.append(pair_k_config(alone, facts, stages))
     return out
@@ -123,7 +127,7 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
                                  f"from the first candidate's by {err:.2e}")
         ms = median(time_ms(run, stream, warmup=warmup, reps=reps))
         trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9,
-                            cfg.defines == PAIRED, cfg.stream_k and cfg.defines != PAIRED, cfg.pair_k))
+                            cfg.defines == PAIRED, cfg.stream_k, cfg.pair_k))
         if progress:
             t = trials[-1]
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"
