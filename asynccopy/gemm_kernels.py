@@ -18,6 +18,7 @@ SHARE_KNOB = "ASYNCCOPY_WGMMA_SHARE"  # what a pair shares: "0" A (multicast), "
 PAIRED = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "1"))  # pairs sharing B: the default where B's rows are off 128-byte lines
 PAIR_K = ((CLUSTER_KNOB, 2), (SHARE_KNOB, "2"))  # pairs splitting one tile's k-blocks, summed in shared memory
 PAIR_BULK_KNOB = "ASYNCCOPY_WGMMA_PAIR_BULK"  # with PAIR_K, 1: block 1's accumulators go by bulk copies (else st.async)
+EPI_BUFS_KNOB = "ASYNCCOPY_WGMMA_EPI_BUFS"  # gemm_wgmma.cu's staging buffers of C a consumer (2; 4: a 64 x 256 block's)
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
 
@@ -213,7 +214,11 @@ class GemmConfig:
         """Dynamic shared memory of a launch: the stages, C's staging and, for TMA's 1024-byte-aligned
         stages, 1024 bytes of slack to align them in."""
         slack = 1024 if self.record.operands == "tma" else 0
-        return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + self.record.epilogue_bytes + slack
+        epilogue = self.record.epilogue_bytes
+        bufs = dict(self.defines).get(EPI_BUFS_KNOB)
+        if bufs is not None and self.kernel == "wgmma":  # its record's figure is two buffers a consumer
+            epilogue = epilogue * int(bufs) // 2
+        return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + epilogue + slack
 
     def compile(self, arch: str | None = None) -> build.Module:
         rec = self.record

@@ -24,6 +24,7 @@ from .gemm_kernels import (
     _STORAGE,
     CLUSTER_KNOB,
     DTYPES,
+    EPI_BUFS_KNOB,
     KERNELS,
     MMA_WARPS_KNOB,
     OUT_DTYPES,
@@ -42,9 +43,10 @@ from .gemm_kernels import (
 )
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
-__all__ = ["CLUSTER_KNOB", "DTYPES", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED", "PAIR_BULK_KNOB", "PAIR_K",
-           "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "configure", "gemm", "itemsize", "launch",
-           "matrix", "split_count", "stream_k_default", "stream_k_pays", "stream_k_plan", "why_not"]
+__all__ = ["CLUSTER_KNOB", "DTYPES", "EPI_BUFS_KNOB", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED",
+           "PAIR_BULK_KNOB", "PAIR_K", "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
+           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default", "stream_k_pays",
+           "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -311,11 +313,8 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
             flags, partials = workspace.stream_k(facts.device_id, stream, 4 * grid * cluster * bm * bn)
     args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits),
             np.int32(sk_tiles), partials, flags)
-    if cluster == 1:
-        build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes)
-    else:
-        build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes,
-                     cluster=cluster)
+    build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes,
+                 cluster=cluster if cluster > 1 else None)
     if ws is not None:
         groups = m * -(-n // 4)
         build.launch(_sum_kernel(cfg.out_dtype, facts.arch), int(ws.handle), np.int64(m * ldw), np.int64(ldw),

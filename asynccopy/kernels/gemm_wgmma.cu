@@ -82,6 +82,13 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_PAIR_BULK
 #define ASYNCCOPY_WGMMA_PAIR_BULK 1
 #endif
+//   ASYNCCOPY_WGMMA_EPI_BUFS  staging buffers of C a consumer warpgroup holds (64 rows x 128 bytes each): 2 (default),
+//                             filled in turn, each waiting for the TMA store that last read it; 4, as many as a
+//                             64 x 256 bf16 block's chunks: the whole block written at once, after one wait for the
+//                             previous tile's stores (issued a tile earlier), and stored by four TMA stores
+#ifndef ASYNCCOPY_WGMMA_EPI_BUFS
+#define ASYNCCOPY_WGMMA_EPI_BUFS 2
+#endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
@@ -94,6 +101,8 @@ constexpr int PRODUCER_REGS = 40;
 constexpr int CONSUMER_REGS = 232;
 
 constexpr int EPI_BUF = 64 * 128;  // bytes of one staging buffer of C: 64 rows of 128 bytes
+constexpr int EPI_BUFS = ASYNCCOPY_WGMMA_EPI_BUFS;  // staging buffers a consumer warpgroup holds
+static_assert(EPI_BUFS == 2 || EPI_BUFS == 4, "two or four staging buffers of C a consumer");
 
 // Register i of consumer thread t (0..127) after m64nNk16 holds C row 16 (t / 32) + (t % 32) / 4 + 8 ((i >> 1) & 1),
 // column 8 (i >> 2) + 2 (t % 4) + (i & 1) of the warpgroup's 64 x N block: pairs (i, i + 1) are adjacent.
@@ -124,9 +133,11 @@ __device__ __forceinline__ void store_direct(const float (&acc)[BN / 2], OutT* c
 }
 
 // C through shared memory and TMA stores: the warpgroup's 64 x BN block goes out in chunks of 64 rows x
-// 128 bytes, each written into one of two 128B-swizzled staging buffers (the swizzle makes the eight
+// 128 bytes, each written into one of EPI_BUFS 128B-swizzled staging buffers (the swizzle makes the eight
 // rows a warp writes land in eight different 16-byte bank groups) and stored by one thread while the
-// warpgroup fills the other buffer. The TMA store clips the box at the matrix edges.
+// warpgroup fills the next buffer. The TMA store clips the box at the matrix edges. Where the buffers hold
+// every chunk of the block (WHOLE), the warpgroup waits once for the previous tile's stores to have read
+// them, writes the whole block and one thread stores every chunk.
 template <class OutT, int BN>
 __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::TensorMap* map_c,
                                           unsigned char* staging, int col0, int row0, int t, int w,
@@ -134,12 +145,41 @@ __device__ __forceinline__ void store_tma(const float (&acc)[BN / 2], const ac::
 {
     constexpr int CW = 128 / int(sizeof(OutT));  // columns per chunk
     constexpr int PER = CW / 2;                  // registers per chunk: CW / 8 column groups x 2 rows x 2
+    constexpr int CHUNKS = BN / CW;
     const int lane = t % 32;
     const int rr = 16 * (t / 32) + lane / 4;     // rows rr and rr + 8 of the block
+    if constexpr (EPI_BUFS >= CHUNKS) {
+        if (t == 0) ac::bulk_wait_group_read<0>();  // the previous tile's stores are done reading the buffers
+        ac::named_barrier_sync(1 + w, 128);
 #pragma unroll
-    for (int chunk = 0; chunk < BN / CW; ++chunk, ++stores) {
-        unsigned char* buf = staging + (stores % 2) * EPI_BUF;
-        if (t == 0) ac::bulk_wait_group_read<1>();  // the store that last read this buffer is done reading
+        for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+            unsigned char* buf = staging + chunk * EPI_BUF;
+#pragma unroll
+            for (int j = 0; j < PER; j += 2) {
+                const int i = chunk * PER + j;
+                const int row = rr + 8 * ((j >> 1) & 1);
+                const int byte = (8 * (j >> 2) + 2 * (lane % 4)) * int(sizeof(OutT));
+                unsigned char* p = buf + row * 128 + ac::swizzle_128b(row, byte);
+                ac::store_pair(reinterpret_cast<OutT*>(p), acc[i], acc[i + 1]);
+            }
+        }
+        ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine's reads
+        ac::named_barrier_sync(1 + w, 128);
+        if (t == 0) {
+#pragma unroll
+            for (int chunk = 0; chunk < CHUNKS; ++chunk) {
+                const int at[2] = {col0 + chunk * CW, row0};
+                ac::tensor_store<2>(map_c, at, staging + chunk * EPI_BUF);
+            }
+            ac::bulk_commit_group();
+        }
+        stores += CHUNKS;
+        return;
+    }
+#pragma unroll
+    for (int chunk = 0; chunk < CHUNKS; ++chunk, ++stores) {
+        unsigned char* buf = staging + (stores % EPI_BUFS) * EPI_BUF;
+        if (t == 0) ac::bulk_wait_group_read<EPI_BUFS - 1>();  // the store that last read this buffer is done reading
         ac::named_barrier_sync(1 + w, 128);
 #pragma unroll
         for (int j = 0; j < PER; j += 2) {
@@ -507,9 +547,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     ac::setmaxnreg_inc<CONSUMER_REGS>();
     const int w = warpgroup - 1;
     const int t = threadIdx.x % 128;
-    // [CONSUMERS][2][64][128 bytes] OutT, 128B-swizzled: each consumer's two staging buffers of C for
+    // [CONSUMERS][EPI_BUFS][64][128 bytes] OutT, 128B-swizzled: each consumer's staging buffers of C for
     // the TMA stores, after the stages
-    unsigned char* staging = reinterpret_cast<unsigned char*>(smem + STAGES * (A_ELEMS + B_ELEMS)) + w * 2 * EPI_BUF;
+    unsigned char* staging = reinterpret_cast<unsigned char*>(smem + STAGES * (A_ELEMS + B_ELEMS)) + w * EPI_BUFS * EPI_BUF;
     unsigned pair_sends = 0;  // PAIR_K: the rounds of accumulators this warpgroup's pair_reduce has passed so far
     float acc[BN / 2];
     u64 it = 0;

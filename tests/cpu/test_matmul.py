@@ -46,6 +46,28 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
     assert cfg.smem_bytes + 2048 <= H200.smem_per_block_optin
 
 
+@pytest.mark.parametrize("tile_n, out_dtype", [(256, "bfloat16"), (128, "float16"), (256, "float32")])
+def test_four_staging_buffers_store_a_whole_block_after_one_wait(tile_n, out_dtype):
+    """ASYNCCOPY_WGMMA_EPI_BUFS=4: 32 KiB more shared memory; where a consumer's 2-byte 64 x BN block fits the four
+    buffers, two warpgroup barriers a tile instead of two a chunk (f32: the chunks rotate through four buffers, the
+    same barriers as two); the same TMA stores, no local memory."""
+    from dataclasses import replace
+
+    cfg = GemmConfig("wgmma", "bfloat16", out_dtype, (128, tile_n), 3, False, True, 16)
+    four = replace(cfg, defines=((matmul.EPI_BUFS_KNOB, 4),))
+    assert four.smem_bytes == cfg.smem_bytes + 2 * 2 * 64 * 128 <= H200.smem_per_block_optin
+    one, two = cfg.compile("sm_90a").sass(), four.compile("sm_90a").sass()
+    # (SASS counts: at 128 columns ptxas keeps the two-buffer loop of two chunks rolled, so only 256 shows them)
+    bars, commits = ([x.count(op) for x in (one, two)] for op in ("BAR.SYNC", "UTMACMDFLUSH"))
+    if (tile_n, out_dtype) == (256, "bfloat16"):  # four chunks: one commit a tile, not one a chunk
+        assert commits == [4, 1] and bars[1] == bars[0] - 6, (bars, commits)
+    elif out_dtype == "float32":  # eight chunks through four buffers: the two-buffer build's code
+        assert commits[1] == commits[0] and bars[1] == bars[0], (bars, commits)
+    assert two.count("UTMASTG") == one.count("UTMASTG") > 0
+    usage = matmul.build.disassemble(four.compile("sm_90a").cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
+
+
 @pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("tile_n", [128, 256])
 @pytest.mark.parametrize("share", ["0", "1"])

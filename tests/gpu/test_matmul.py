@@ -325,9 +325,11 @@ PAIRED_STREAM_K = [(2100, 3000, 2000, (128, 128), "1", False, True, "bfloat16", 
 
 @pytest.mark.cc(9, 0)
 @pytest.mark.parametrize("m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad", PAIRED_STREAM_K)
-def test_pairs_share_a_last_wave_out(torch, facts, m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad):
+@pytest.mark.parametrize("epi_bufs", [2, 4])
+def test_pairs_share_a_last_wave_out(torch, facts, m, k, n, tile, share, a_mn, b_mn, out_dtype, ldc_pad, epi_bufs):
     """Stream-K over cluster pairs: the last pair-units' k-blocks shared among all resident pairs, each block's
-    partials added in by the same rank of the owner pair. Two products in a row on one stream (flags down)."""
+    partials added in by the same rank of the owner pair; C through two or four staging buffers a consumer. Two
+    products in a row on one stream (flags down)."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -339,7 +341,35 @@ def test_pairs_share_a_last_wave_out(torch, facts, m, k, n, tile, share, a_mn, b
         store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
         ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
         cfg = replace(matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=tile, stages=3),
-                      defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1, stream_k=True)
+                      defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share), (matmul.EPI_BUFS_KNOB, epi_bufs)),
+                      splits=1, stream_k=True)
+        matmul.launch(cfg, ma, mb, store.data_ptr(), n + ldc_pad, stream=stream, facts=facts)
+        c = store[:, :n].double().cpu().numpy()
+        assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+        ref = ha @ hb
+        assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < TOL[out_dtype]
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("m, k, n", [(300, 200, 1000), (1000, 130, 263), (129, 1000, 520)])
+@pytest.mark.parametrize("tile_n", [64, 128, 256])
+@pytest.mark.parametrize("out_dtype, ldc_pad", [("bfloat16", 0), ("float16", 8), ("float32", 4)])
+def test_four_staging_buffers_compute_the_same_product(torch, facts, m, k, n, tile_n, out_dtype, ldc_pad):
+    """gemm_wgmma with ASYNCCOPY_WGMMA_EPI_BUFS=4: a consumer's whole 64 x BN block of 2-byte C written at once and
+    stored by one thread (f32 C: its 8 chunks of a 256-column block rotate through the four buffers); partial tiles
+    every way, C's padding untouched, two products in a row on one stream."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    for layout in ((False, True), (True, False)):
+        a, ha = _operand(torch, m, k, layout[0], torch.bfloat16)
+        b, hb = _operand(torch, k, n, not layout[1], torch.bfloat16)
+        store = torch.full((m, n + ldc_pad), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+        cfg = replace(matmul.configure(ma, mb, out_dtype, facts, kernel="wgmma", tile=(128, tile_n), stages=3),
+                      defines=((matmul.EPI_BUFS_KNOB, 4),), splits=1)
         matmul.launch(cfg, ma, mb, store.data_ptr(), n + ldc_pad, stream=stream, facts=facts)
         c = store[:, :n].double().cpu().numpy()
         assert not np.isnan(c).any() and store[:, n:].isnan().all().item()

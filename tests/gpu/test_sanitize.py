@@ -136,9 +136,11 @@ def test_gemm_simt_wide_tiles(cupy, facts, tile, a_mn, b_mn):
 
 @pytest.mark.parametrize("share", ["0", "1"], ids=["share_a", "share_b"])
 @pytest.mark.parametrize("stream_k", [False, True], ids=["whole", "stream_k"])
-def test_gemm_cluster_pairs(cupy, facts, share, stream_k):
+@pytest.mark.parametrize("epi_bufs", [2, 4], ids=["bufs2", "bufs4"])
+def test_gemm_cluster_pairs(cupy, facts, share, stream_k, epi_bufs):
     """gemm_wgmma in clusters of two sharing A or B by multicast, with an odd last pair either way (3 x 3 tiles);
-    with stream-K, 16 k-blocks a unit and its pieces shared among up to 24 pairs (4 pieces a unit)."""
+    with stream-K, 16 k-blocks a unit and its pieces shared among up to 24 pairs (4 pieces a unit); C through two
+    staging buffers a consumer or four (the whole block at once)."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -154,7 +156,8 @@ def test_gemm_cluster_pairs(cupy, facts, share, stream_k):
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = replace(matmul.configure(ma, mb, "float16", facts, kernel="wgmma", tile=(128, 128), stages=2),
-                  defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share)), splits=1, stream_k=stream_k)
+                  defines=((matmul.CLUSTER_KNOB, 2), (matmul.SHARE_KNOB, share), (matmul.EPI_BUFS_KNOB, epi_bufs)),
+                  splits=1, stream_k=stream_k)
     matmul.launch(cfg, ma, mb, out.data.ptr, n, stream=stream, facts=facts)
     stream.sync()
     ref = cupy.asnumpy(a).astype(np.float64) @ cupy.asnumpy(b).astype(np.float64)
