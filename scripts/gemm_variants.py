@@ -5,7 +5,8 @@ measuring a kernel change before it becomes the default; `asynccopy bench gemm` 
         --variant base --variant bk32:ASYNCCOPY_MMA_BK=32 --variant flat:ASYNCCOPY_MMA_FRAG_AHEAD=0
 
 A variant is NAME[:MACRO=VALUE,...]: the kernel's source compiled with those -D macros (each kernel file
-lists its knobs in its header). Every variant's C is checked against a float64 product before it is
+lists its knobs in its header). Two names are the launch's, not macros: `stages=N` (this variant's stage count,
+in place of --stages) and `stream_k=0|1|auto` (auto: as `asynccopy.gemm` decides for the variant's cluster shape). Every variant's C is checked against a float64 product before it is
 timed (CUDA events, median, inputs rotated past L2, the same run's torch.matmul as the reference).
 """
 
@@ -20,13 +21,19 @@ from asynccopy.bench import gemm_bench
 from asynccopy.bench.harness import median, settle, time_ms
 
 
-def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+LAUNCH_KEYS = ("stages", "stream_k")  # a variant's settings that are the launch's, not -D macros
+
+
+def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, str]]:
     name, _, macros = text.partition(":")
-    pairs = []
+    pairs, launch = [], {}
     for item in filter(None, macros.split(",")):
         key, _, value = item.partition("=")
-        pairs.append((key, value or None))
-    return name, tuple(pairs)
+        if key in LAUNCH_KEYS:
+            launch[key] = value
+        else:
+            pairs.append((key, value or None))
+    return name, tuple(pairs), launch
 
 
 def main(argv=None) -> int:
@@ -36,6 +43,8 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default=None, help="default: the kernel's first dtype")
     p.add_argument("--stages", default=None, help="comma-separated stage counts (default: the kernel's)")
     p.add_argument("--tile", default=None, help="BMxBN (default: the kernel's for the shape)")
+    p.add_argument("--layout", default="nn", choices=("nn", "nt", "tn", "tt"),
+                   help="A and B row-major (n) or transposed views (t); nt is x @ w.T (default nn)")
     p.add_argument("--splits", default=None, help="comma-separated splits of k (split_k kernels; default: chosen)")
     p.add_argument("--stream-k", default=None,
                    help="comma-separated 0/1: the last wave shared out or not (persistent kernels; default: chosen)")
@@ -58,7 +67,7 @@ def main(argv=None) -> int:
     facts = device.current()
     s = Device(facts.device_id).create_stream()
     torch.backends.cuda.matmul.allow_tf32 = False
-    print(f"{facts.name}: {args.kernel} {dtype}", flush=True)
+    print(f"{facts.name}: {args.kernel} {dtype} {args.layout}", flush=True)
     print(f"{'shape':>18} {'variant':>14} {'stages':>6} {'ms':>8} {'TFLOP/s':>8} {'% cuBLAS':>8} {'rel err':>8}")
     with torch.cuda.stream(torch.cuda.ExternalStream(int(s.handle))):
         for shape in args.shapes.split(","):
@@ -71,7 +80,7 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
     (after the clock has settled under cuBLAS's load) all timed in turn, round after round, so that a drifting
     clock weighs on each alike; the median over every round's reps."""
     m, n, k = (int(x) for x in shape.split("x"))
-    ops = gemm_bench._Operands(torch, m, n, k, dtype, facts.l2_bytes)
+    ops = gemm_bench._Operands(torch, m, n, k, dtype, facts.l2_bytes, args.layout)
     flops = 2 * m * n * k
 
     def cublas(i):
@@ -82,15 +91,21 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
     splits = [int(x) for x in args.splits.split(",")] if args.splits else [None]
     l2s = args.l2.split(",") if args.l2 else [None]
     sks = [bool(int(x)) for x in args.stream_k.split(",")] if args.stream_k else [None]
-    for name, defines, st, sp, l2, sk in ((v, d, st, sp, l2, sk) for v, d in variants for st in stages
-                                          for sp in splits for l2 in l2s for sk in sks):
+    for name, defines, launch, st, sp, l2, sk in ((v, d, la, st, sp, l2, sk) for v, d, la in variants
+                                                  for st in stages for sp in splits for l2 in l2s for sk in sks):
         a = matmul.matrix(ops.a[0], "a", stream=s)
         b = matmul.matrix(ops.b[0], "b", stream=s)
+        st = int(launch["stages"]) if "stages" in launch else st
         cfg = replace(matmul.configure(a, b, dtype, facts, kernel=args.kernel, stages=st, tile=tile),
                       defines=defines)
         cfg = replace(cfg, splits=sp) if sp else cfg
         cfg = replace(cfg, l2_promotion=l2) if l2 else cfg
-        cfg = replace(cfg, stream_k=sk) if sk is not None else cfg
+        want = launch.get("stream_k", sk)
+        if want == "auto":
+            share = matmul.cluster_of(cfg)[1]
+            want = matmul.stream_k_default(cfg.record, a, b, cfg.tile, cfg.splits, facts.sm_count, share)
+        cfg = replace(cfg, stream_k=bool(int(want))) if want is not None else cfg
+        sk = None if want is None else cfg.stream_k
 
         def run(i, cfg=cfg):
             j = i % ops.sets

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from .. import device, matmul
 from ..errors import ArgumentError, AsyncCopyError
+from ..tuning import LAYOUTS
 from .gemm_tune import kernels_for, tune
 from .harness import Case, Skip, default_progress, rotation_sets, sweep
 
@@ -49,6 +50,7 @@ class GemmBench:
     dtype: str
     rows: list[GemmRow]
     ceilings: dict = field(default_factory=dict)  # instruction -> TFLOP/s measured in this run (bench.peaks)
+    layout: str = "nn"  # A and B: row-major (n) or transposed views (t)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -62,16 +64,22 @@ def _torch():
     return torch
 
 
-class _Operands:
-    """Rotating sets of A [m, k], B [k, n], C [m, n] on one device, and the float64 product of set 0."""
+def _operand(torch, rows: int, cols: int, transposed: bool, tdt):
+    """A random [rows, cols] operand: row-major, or a transposed view of a row-major [cols, rows] array."""
+    return torch.randn(cols, rows, device="cuda").to(tdt).T if transposed else torch.randn(rows, cols, device="cuda").to(tdt)
 
-    def __init__(self, torch, m, n, k, dtype, l2_bytes):
+
+class _Operands:
+    """Rotating sets of A [m, k], B [k, n], C [m, n] on one device, and the float64 product of set 0. ``layout``
+    (asynccopy.tuning.LAYOUTS): each of A and B row-major ("n") or a transposed view ("t": x @ w.T is "nt")."""
+
+    def __init__(self, torch, m, n, k, dtype, l2_bytes, layout: str = "nn"):
         tdt = getattr(torch, dtype)
         self.m, self.n = m, n
         per_set = tdt.itemsize * (m * k + k * n + m * n)
         sets = rotation_sets(per_set, l2_bytes, 256)
-        self.a = [torch.randn(m, k, device="cuda").to(tdt) for _ in range(sets)]
-        self.b = [torch.randn(k, n, device="cuda").to(tdt) for _ in range(sets)]
+        self.a = [_operand(torch, m, k, layout[0] == "t", tdt) for _ in range(sets)]
+        self.b = [_operand(torch, k, n, layout[1] == "t", tdt) for _ in range(sets)]
         self.c = [torch.empty(m, n, device="cuda", dtype=tdt) for _ in range(sets)]
         self.ref = self.a[0].double() @ self.b[0].double()
         self.sets = sets
@@ -84,7 +92,7 @@ def config_label(cfg) -> str:
     """What a kernel row ran: its tile, its split of k, whether it ran as cluster pairs sharing B or splitting each
     tile's k, and whether its last wave was shared out (stream-K)."""
     return (f"tile {cfg.tile[0]}x{cfg.tile[1]}" + (f" x{cfg.splits}" if cfg.splits > 1 else "")
-            + (" pairs" if cfg.defines == matmul.PAIRED else "") + (" pairs split k" if cfg.pair_k else "")
+            + (" pairs" if matmul.cluster_of(cfg)[1] == "b" else "") + (" pairs split k" if cfg.pair_k else "")
             + (" stream-K" if cfg.stream_k else ""))
 
 
@@ -130,12 +138,16 @@ SETTLE_S = 0.5  # each shape's reference run this long before the rounds (harnes
 
 
 def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=None, reps: int = 20,
-        warmup: int = 5, tuning: bool = False, rounds: int = 3, progress=default_progress) -> GemmBench:
+        warmup: int = 5, tuning: bool = False, rounds: int = 3, layout: str = "nn",
+        progress=default_progress) -> GemmBench:
     """Check and time every implementation on every shape; ``stages``: a sweep of stage counts for the
     implementations that take one (None: each kernel's default; Triton at each of triton_gemm.STAGES);
-    ``tuning``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too."""
+    ``tuning``: asynccopy.gemm.tune each shape first (its record kept) and time gemm on the record too;
+    ``layout``: A and B row-major ("nn", the default) or transposed views ("nt" is x @ w.T)."""
     if dtype not in matmul.DTYPES:
         raise ArgumentError(f"dtype must be one of {', '.join(matmul.DTYPES)}, got {dtype!r}")
+    if layout not in LAYOUTS:
+        raise ArgumentError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     kernels = kernels_for(dtype, kernels)
     torch = _torch()
     facts = device.require((8, 0), "bench gemm")
@@ -155,8 +167,9 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
             for m, n, k in shapes:
                 tuned = None
                 if tuning:
-                    tuned = tune(m, n, k, dtype, kernels=kernels, reps=max(3, reps // 2), progress=progress)
-                ops = _Operands(torch, m, n, k, dtype, facts.l2_bytes)
+                    tuned = tune(m, n, k, dtype, layout=layout, kernels=kernels, reps=max(3, reps // 2),
+                                 progress=progress)
+                ops = _Operands(torch, m, n, k, dtype, facts.l2_bytes, layout)
                 impls = _implementations(torch, ops, dtype, kernels, stages, s, facts, tuned)
                 cases = [_case(f"{m}x{n}x{k} {impl}" + (f" s{st}" if st else ""), impl, config, st, fn, ops, dtype, s)
                          for impl, config, st, fn in impls]
@@ -172,7 +185,7 @@ def run(shapes=DEFAULT_SHAPES, *, dtype: str = "bfloat16", kernels=None, stages=
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
     _relative_to_cublas(rows)
-    return GemmBench(facts.as_dict(), dtype, rows, ceilings)
+    return GemmBench(facts.as_dict(), dtype, rows, ceilings, layout)
 
 
 def _case(label, impl, config, stages, fn, ops, dtype, stream) -> Case:

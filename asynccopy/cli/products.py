@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..bench import report
 from ..errors import AsyncCopyError, check_int
+from ..tuning import LAYOUTS
 from . import common
 
 GEMM_PLAN_STAGES = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -33,6 +34,8 @@ def add_gemm(suites) -> None:
     p.add_argument("--dtype", default="bfloat16",
                    help="bfloat16, float16, or float32 (simt against cuBLAS with TF32 off)")
     p.add_argument("--kernels", type=common.names, default=None, help="asynccopy GEMM kernels (default: all)")
+    p.add_argument("--layout", choices=LAYOUTS, default="nn", help="A and B row-major (n) or transposed views (t): "
+                   "nn is a @ b, nt is x @ w.T (default nn)")
     p.add_argument("--stages", type=common.ints, default=None, help="sweep these stage counts")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
@@ -96,7 +99,7 @@ def cmd_gemm(args) -> int:
         check_int(st, "each of --stages", 1, 32)
     stages = _swept(args, GEMM_PLAN_STAGES)
     result = gemm_bench.run(args.shapes, dtype=args.dtype, kernels=args.kernels, stages=stages, reps=args.reps,
-                            warmup=args.warmup, tuning=args.tune, rounds=args.rounds)
+                            warmup=args.warmup, tuning=args.tune, rounds=args.rounds, layout=args.layout)
     print(report.table(result.rows, [("m", "m", "d"), ("n", "n", "d"), ("k", "k", "d"), ("impl", "impl", ""),
                                      ("config", "config", ""), ("stages", "stages", "d"), ("ms", "ms", ".3f"),
                                      ("tflops", "TFLOP/s", ".0f"), ("pct_cublas", "% cuBLAS", ".0f"),

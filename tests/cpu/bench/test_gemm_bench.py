@@ -30,6 +30,7 @@ def test_rows_are_relative_to_the_same_shapes_cublas():
     (["--stages", "0"], r"each of --stages must be in \[1, 32\], got 0"),
     (["--rounds", "0"], r"--rounds must be in \[1, 1000\], got 0"),
     (["--plan", "--stages", "3"], r"--plan checks the model's stage count against a sweep: give --stages two or more"),
+    (["--layout", "nx"], r"argument --layout: invalid choice: 'nx'"),
 ])
 def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, capsys):
     import re
@@ -40,6 +41,13 @@ def test_the_command_names_a_bad_argument_before_anything_runs(argv, message, ca
         rc = exc.code
     assert rc == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_bench_names_a_bad_layout_before_looking_for_a_gpu():
+    from asynccopy.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"layout must be one of nn, nt, tn, tt, got 'xt'"):
+        gemm_bench.run(layout="xt")
 
 
 def test_the_plan_check_sets_the_models_stage_count_against_the_sweep():
@@ -108,8 +116,9 @@ def test_a_kernel_row_names_its_tile_split_and_pairs():
     def m(rows, cols):
         return Matrix(None, 1 << 30, rows, cols, cols, 1, "bfloat16", 0)
 
-    assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs"
-    assert config_label(matmul.configure(m(4096, 4096), m(4096, 4096), "bfloat16", facts)) == "tile 128x256"
-    assert config_label(matmul.configure(m(8192, 8192), m(8192, 8192), "bfloat16", facts)) == "tile 128x256 stream-K"
+    assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs stream-K"
+    assert config_label(matmul.configure(m(4096, 4096), m(4096, 4096), "bfloat16", facts)) == "tile 128x256 pairs"
+    assert config_label(matmul.configure(m(8192, 8192), m(8192, 8192), "bfloat16", facts, tile=(128, 128))) == \
+        "tile 128x128 stream-K"
     split = matmul.configure(m(256, 16384), m(16384, 256), "bfloat16", facts)
     assert split.splits > 1 and config_label(split) == f"tile {split.tile[0]}x{split.tile[1]} x{split.splits}"
