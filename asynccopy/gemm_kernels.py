@@ -67,27 +67,29 @@ class GemmKernel:
     # where the kernel then needs no local memory (some layouts spill a few words under that cap)
     two_blocks_knob: str | None = None
     two_blocks_tiles: tuple[tuple[int, int], ...] = ()  # the tiles the knob is tried on (wider ones cannot fit 128)
-    # (tile, stages): where B's rows are off 128-byte lines, that tile runs in clusters of two blocks on
-    # neighbouring tile-rows that share B (each loads half, multicast) with this many stages (measured)
-    paired_b: tuple[tuple[int, int], int] | None = None
+    # (tile, stages, staging buffers of C a consumer): that tile runs in clusters of two blocks on neighbouring
+    # tile-rows that share B (each loads half, multicast), with this many stages and buffers (measured)
+    paired_b: tuple[tuple[int, int], int, int] | None = None
     # the tile whose k-blocks a cluster pair may split between its two blocks (block 1's f32 accumulators added in
     # block 0's staging buffers of C), where that beats every tile alone (pair_k_pays)
     pair_k_tile: tuple[int, int] | None = None
 
     def pairs_share_b(self, tile: tuple[int, int], a, b, splits: int = 1) -> bool:
-        """Whether this tile of A x B (asynccopy.matrix.Matrix operands) runs as cluster pairs sharing B: B's rows
-        start off 128-byte lines (its row pitch or its address not a multiple of 128 bytes: each box row then
-        spans two lines, and halving B's requests paid: H200, 3000x5000x7000 69% -> 93% of cuBLAS), there are
-        two tile-rows to pair, and k is not split."""
-        off_lines = (b.lead * ITEMSIZE[b.dtype] | b.ptr) % 128 != 0
-        return (self.paired_b is not None and tile == self.paired_b[0] and off_lines and -(-a.rows // tile[0]) >= 2
-                and splits == 1)
+        """Whether this tile of A x B (asynccopy.matrix.Matrix operands) runs as cluster pairs sharing B: the
+        record's paired tile, two tile-rows to pair, and k not split. Each block then reads half of B's tile from
+        L2: where B's rows are off 128-byte lines (each box row spans two lines) that halves B's requests (H200,
+        3000x5000x7000 69% -> 93% of cuBLAS), and on the lines it is the L2 traffic a flop costs under the power
+        cap (8192^3 sustained 94-95% -> 98%, with four staging buffers and the pairs' last wave shared out)."""
+        return self.paired_b is not None and tile == self.paired_b[0] and -(-a.rows // tile[0]) >= 2 and splits == 1
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
 
-    def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2) -> int:
-        return max(0, (smem_limit - self.smem_reserve - self.epilogue_bytes) // self.stage_bytes(tile, itemsize))
+    def max_stages(self, tile: tuple[int, int], smem_limit: int, itemsize: int = 2, epi_bufs: int = 2) -> int:
+        """The stages that fit beside the reserve and C's staging (``epi_bufs`` buffers a consumer: the record's
+        epilogue_bytes is two)."""
+        epilogue = self.epilogue_bytes * epi_bufs // 2
+        return max(0, (smem_limit - self.smem_reserve - epilogue) // self.stage_bytes(tile, itemsize))
 
     def tiles_for(self, align: int = 16) -> tuple[tuple[int, int], ...]:
         """The tiles it takes at this operand alignment: under 16 bytes the narrower copies need more
@@ -145,9 +147,11 @@ KERNELS: dict[str, GemmKernel] = {
                    64, ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
                    epilogue_bytes=2 * 2 * 64 * 128, split_k=True, stream_k=True, tile_speed=(0.57, 0.8, 1.0),
                    tile_stages=(8, 6, 3),
-                   # H200, 2026-12-02, % of cuBLAS, unpaired 3 stages -> paired 4: 3000x5000x7000 69 -> 93,
-                   # 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; B on 128-byte lines: 6144^3 100 -> 98, 3072x5120x7000 94 -> 94
-                   paired_b=((128, 256), 4), pair_k_tile=(128, 128)),
+                   # H200, % of cuBLAS: B off 128-byte lines (2026-12-02), unpaired 3 stages -> paired 4: 3000x5000x7000
+                   # 69 -> 93, 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; on the lines (2026-12-04), unpaired -> paired
+                   # at 3 stages with four staging buffers and stream-K: 8192^3 97 -> 98 (sustained 94-95 -> 98),
+                   # 16384^3 92 -> 98, 6144^3 94 -> 97, 4096^3 93 -> 95
+                   paired_b=((128, 256), 3, 4), pair_k_tile=(128, 128)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
@@ -214,10 +218,8 @@ class GemmConfig:
         """Dynamic shared memory of a launch: the stages, C's staging and, for TMA's 1024-byte-aligned
         stages, 1024 bytes of slack to align them in."""
         slack = 1024 if self.record.operands == "tma" else 0
-        epilogue = self.record.epilogue_bytes
-        bufs = dict(self.defines).get(EPI_BUFS_KNOB)
-        if bufs is not None and self.kernel == "wgmma":  # its record's figure is two buffers a consumer
-            epilogue = epilogue * int(bufs) // 2
+        # the record's figure is two buffers a consumer; wgmma's knob may hold four
+        epilogue = self.record.epilogue_bytes * (epi_bufs_of(self) if self.kernel == "wgmma" else 2) // 2
         return self.stages * self.record.stage_bytes(self.tile, ITEMSIZE[self.dtype]) + epilogue + slack
 
     def compile(self, arch: str | None = None) -> build.Module:
@@ -255,6 +257,33 @@ def pair_k_config(cfg: GemmConfig, facts, stages=None) -> GemmConfig:
         raise ArgumentError(f"{stages} stages of tile {cfg.tile[0]} x {cfg.tile[1]} do not fit; at most {fit}")
     return replace(cfg, defines=PAIR_K, stream_k=False, splits=1,
                    stages=stages if stages is not None else rec.default_stages(cfg.tile, fit))
+
+
+def paired_config(cfg: GemmConfig, m: int, n: int, k: int, facts, stages=None) -> GemmConfig:
+    """``cfg`` (the record's paired tile) as cluster pairs sharing B: the record's stage count and staging buffers
+    of C, or the caller's stage count with the record's buffers where they fit beside it (else two); the pairs'
+    last wave shared out where that pays on pair units (stream_k_pays over half the SMs)."""
+    rec = cfg.record
+    _, want, bufs = rec.paired_b
+    size = ITEMSIZE[cfg.dtype]
+    limit = facts.smem_per_block_optin
+    if stages is None:
+        stages = min(want, rec.max_stages(cfg.tile, limit, size, bufs))
+    elif stages > rec.max_stages(cfg.tile, limit, size, bufs):
+        bufs = 2
+    units, kb = -(-m // (2 * cfg.tile[0])) * -(-n // cfg.tile[1]), -(-k // rec.bk)
+    sk = rec.stream_k and cfg.splits == 1 and stream_k_pays(units, kb, facts.sm_count // 2)
+    return replace(cfg, stages=stages, defines=paired_defines(bufs), stream_k=sk)
+
+
+def paired_defines(epi_bufs: int = 2) -> tuple[tuple[str, object], ...]:
+    """The knobs of cluster pairs sharing B with ``epi_bufs`` staging buffers of C a consumer."""
+    return PAIRED + (((EPI_BUFS_KNOB, epi_bufs),) if epi_bufs != 2 else ())
+
+
+def epi_bufs_of(cfg: GemmConfig) -> int:
+    """The staging buffers of C a consumer of this configuration holds (gemm_wgmma.cu's EPI_BUFS)."""
+    return int(dict(cfg.defines).get(EPI_BUFS_KNOB, 2))
 
 
 # k-blocks each block of a pair splitting k keeps at least: its exchange of accumulators costs about as much as

@@ -37,6 +37,8 @@ from .gemm_kernels import (
     cluster_of,
     itemsize,
     pair_k_config,
+    paired_config,
+    paired_defines,
     split_count,
     stream_k_pays,
     stream_k_plan,
@@ -145,8 +147,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
     cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
                      splits=splits)
     if rec.pairs_share_b((bm, bn), a, b, splits):
-        paired = min(fit, rec.paired_b[1]) if stages_given is None else stages
-        cfg = replace(cfg, stages=paired, defines=PAIRED)
+        cfg = paired_config(cfg, a.rows, b.cols, a.cols, facts, stages_given)
     elif tile is None and rec.pair_k_pays(a.rows, b.cols, a.cols, facts.sm_count, align, (cfg.a_mn, cfg.b_mn)):
         cfg = pair_k_config(replace(cfg, tile=rec.pair_k_tile, splits=1), facts, stages_given)
     else:
@@ -181,10 +182,11 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
     if record.get("pair_k") and cfg.tile == cfg.record.pair_k_tile and cfg.splits == 1:
         return pair_k_config(cfg, facts, stages)  # the record ran as pairs splitting each tile's k (stages fit: above)
     pair = cfg.record.pairs_share_b(cfg.tile, a, b, cfg.splits)
-    if record.get("paired") is not None:  # the record says whether its tile ran as cluster pairs
-        pair = pair and bool(record["paired"])
-    if pair:  # and whether its pairs shared their last wave out (a record from before that: they did not)
-        return replace(cfg, defines=PAIRED, stream_k=bool(record.get("stream_k", False)) and cfg.splits == 1)
+    pair = pair and bool(record.get("paired", False))  # a record from before the pairs ran alone
+    if pair:  # with the record's staging buffers and whether its pairs shared their last wave out (a record from
+        # before those: two buffers, no stream-K)
+        return replace(cfg, defines=paired_defines(int(record.get("epi_bufs", 2))),
+                       stream_k=bool(record.get("stream_k", False)) and cfg.splits == 1)
     # and whether it shared its last wave out (a record from before stream-K: the default's rule)
     sk = stream_k_default(cfg.record, a, b, cfg.tile, cfg.splits, facts.sm_count)
     sk = bool(record.get("stream_k", sk)) and cfg.record.stream_k and cfg.splits == 1

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
-from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, itemsize, split_count, stream_k_plan
-from ..matmul import PAIRED, check_operands, configure, launch, matrix, pair_k_config, stream_k_default, why_not
+from ..gemm_kernels import (DTYPES, KERNELS, GemmConfig, cluster_of, epi_bufs_of, itemsize, paired_config, split_count,
+                            stream_k_plan)
+from ..matmul import check_operands, configure, launch, matrix, pair_k_config, stream_k_default, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
 
@@ -40,6 +41,7 @@ class Trial:
     ms: float
     tflops: float
     paired: bool = False  # run as cluster pairs sharing B (GemmKernel.paired_b)
+    epi_bufs: int = 2  # staging buffers of C a consumer (gemm_wgmma.cu's EPI_BUFS)
     stream_k: bool = False  # the last wave's tiles shared out among all blocks (gemm_kernels.stream_k_plan)
     pair_k: bool = False  # run as cluster pairs splitting each tile's k-blocks (GemmKernel.pair_k_tile)
 
@@ -80,10 +82,12 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                     if shared and sp == 1:
                         out.append(replace(alone, stream_k=not default_sk))
                     if rec.pairs_share_b(tile, a, b, sp):
-                        out.append(replace(alone, defines=PAIRED, stream_k=False))
+                        # with the staging buffers that fit beside these stages, their last wave shared and not
+                        paired = paired_config(alone, a.rows, b.cols, a.cols, facts, stages)
+                        out.append(replace(paired, stream_k=False))
                         pairs = -(-tiles_m // 2) * tiles_n  # the units: two tiles of a tile-column
                         if rec.stream_k and sp == 1 and stream_k_plan(pairs, kb, facts.sm_count // 2)[0] > 0:
-                            out.append(replace(alone, defines=PAIRED, stream_k=True))  # and their last wave shared
+                            out.append(replace(paired, stream_k=True))
                     if tile == rec.pair_k_tile and sp == 1 and kb >= 2:
                         out.append(pair_k_config(alone, facts, stages))
     return out
@@ -127,7 +131,7 @@ def tune(m: int, n: int, k: int, dtype: str = "bfloat16", *, layout: str = "nn",
                                  f"from the first candidate's by {err:.2e}")
         ms = median(time_ms(run, stream, warmup=warmup, reps=reps))
         trials.append(Trial(cfg.kernel, tuple(cfg.tile), cfg.stages, cfg.splits, ms, 2 * m * n * k / ms / 1e9,
-                            cfg.defines == PAIRED, cfg.stream_k, cfg.pair_k))
+                            cluster_of(cfg)[1] == "b", epi_bufs_of(cfg), cfg.stream_k, cfg.pair_k))
         if progress:
             t = trials[-1]
             progress(f"[{i:3d}/{len(configs)}] {m}x{n}x{k} {t.kernel} tile {t.tile[0]}x{t.tile[1]} stages {t.stages}"

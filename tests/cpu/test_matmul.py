@@ -8,6 +8,7 @@ import pytest
 
 from asynccopy import device, matmul
 from asynccopy.errors import ArgumentError
+from asynccopy.gemm_kernels import epi_bufs_of
 from asynccopy.matmul import GemmConfig, Matrix
 
 H200 = device.lookup("H200")
@@ -68,6 +69,18 @@ def test_four_staging_buffers_store_a_whole_block_after_one_wait(tile_n, out_dty
     assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
 
 
+def test_the_default_pairs_multicast_b_and_store_a_whole_block_after_one_wait():
+    """A large a @ b by default: cluster pairs sharing B (each block multicasts its half of B's tile, two panels of
+    64 columns), four staging buffers of C a consumer (one commit of TMA stores a tile), the cluster's syncs; no
+    local memory (an 8-byte stack slot outside the k-loop, written once)."""
+    cfg = matmul.configure(_m(8192, 8192), _m(8192, 8192), "bfloat16", H200)
+    module = cfg.compile("sm_90a")
+    sass = module.sass()
+    assert sass.count("UTMALDG.2D.MULTICAST") == 2 and sass.count("UTMACMDFLUSH") == 1 and "UCGABAR" in sass, sass
+    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage), usage
+
+
 @pytest.mark.parametrize("a_mn, b_mn", [(False, False), (True, True), (False, True)])
 @pytest.mark.parametrize("tile_n", [128, 256])
 @pytest.mark.parametrize("share", ["0", "1"])
@@ -119,13 +132,24 @@ def test_operands_are_checked_against_each_other():
 def test_configuration_defaults_and_limits():
     a, b = _m(1000, 512), _m(512, 3072)
     cfg = matmul.configure(a, b, "bfloat16", H200)
-    # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile at its measured 3 stages
+    # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile, as cluster pairs of blocks on
+    # neighbouring tile-rows sharing B, at 3 stages with four staging buffers of C a consumer (one wave of pairs:
+    # nothing for stream-K to share)
     assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 3, False, True)
-    assert cfg.defines == ()
-    # B's rows 6000 bytes apart, off 128-byte lines: pairs of blocks on neighbouring tile-rows share B, 4 stages
+    assert dict(cfg.defines) == {matmul.CLUSTER_KNOB: 2, matmul.SHARE_KNOB: "1", matmul.EPI_BUFS_KNOB: 4}
+    assert not cfg.stream_k and cfg.smem_bytes <= H200.smem_per_block_optin
+    # the caller's stage count: four buffers where they fit beside it, else two
+    assert [epi_bufs_of(matmul.configure(a, b, "bfloat16", H200, stages=s)) for s in (1, 2, 3, 4)] == [4, 4, 4, 2]
+    assert matmul.configure(a, b, "bfloat16", H200, stages=4).smem_bytes <= H200.smem_per_block_optin
+    # B's rows 6000 bytes apart, off 128-byte lines: the same pairs
     paired = matmul.configure(a, _m(512, 3000), "bfloat16", H200)
-    assert paired.stages == 4 and dict(paired.defines) == {matmul.CLUSTER_KNOB: 2, matmul.SHARE_KNOB: "1"}
+    assert paired.stages == 3 and paired.defines == cfg.defines
     assert matmul.configure(a, _m(512, 3000), "bfloat16", H200, stages=2).stages == 2
+    # the pairs' last wave shared out where a block saves enough k-blocks: 8192^3 is 1024 pair units over 66 pairs
+    big = matmul.configure(_m(8192, 8192), _m(8192, 8192), "bfloat16", H200)
+    assert matmul.cluster_of(big) == (2, "b") and big.stream_k
+    # without enough k-blocks to save, not: 4096^3 is 256 units over 66 pairs, 8 k-blocks saved a block
+    assert not matmul.configure(_m(4096, 4096), _m(4096, 4096), "bfloat16", H200).stream_k
     # one tile-row: nothing to pair
     assert matmul.configure(_m(100, 512), _m(512, 3000), "bfloat16", H200, tile=(128, 256)).defines == ()
     b = _m(512, 3000)

@@ -8,6 +8,7 @@ import pytest
 import asynccopy
 from asynccopy import device, matmul, tuning
 from asynccopy.errors import ArgumentError
+from asynccopy.gemm_kernels import epi_bufs_of
 from asynccopy.matmul import Matrix
 
 H200 = device.lookup("H200")
@@ -106,20 +107,25 @@ def test_tune_names_a_bad_argument_before_looking_for_a_gpu(args, kwargs, messag
 def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cache):
     from asynccopy.bench import gemm_tune
 
-    # B's rows 6000 bytes apart: the 128 x 256 tile pairs by default; tuning times it paired and alone
+    # the 128 x 256 tile pairs by default, at 3 stages with four staging buffers of C; tuning times it paired and
+    # alone, paired with the buffers that fit beside each stage count
     a, b = _m(3000, 4096), _m(4096, 3000)
     base = matmul.configure(a, b, "bfloat16", H200)
-    assert base.defines == gemm_tune.PAIRED
+    assert matmul.cluster_of(base) == (2, "b") and (base.stages, epi_bufs_of(base)) == (3, 4)
     configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
-    paired = [c for c in configs if c.defines == gemm_tune.PAIRED]
+    paired = [c for c in configs if matmul.cluster_of(c)[1] == "b"]
     assert paired and all(c.tile == (128, 256) and c.splits == 1 for c in paired)
-    assert {c.defines for c in configs} == {(), gemm_tune.PAIRED, matmul.PAIR_K}
+    assert {matmul.cluster_of(c)[1] for c in configs} == {None, "b", "k"}
     assert {c.stages for c in paired} == {c.stages for c in configs if c.tile == (128, 256) and not c.defines}
+    assert {(c.stages, epi_bufs_of(c)) for c in paired} == {(1, 4), (2, 4), (3, 4), (4, 2)}
     entry = tuning.key(H200, "bfloat16", "nn", 3000, 3000, 4096)
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": False})
     assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # the record ran alone
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
-    assert matmul.configure(a, b, "bfloat16", H200).defines == gemm_tune.PAIRED
+    assert matmul.configure(a, b, "bfloat16", H200).defines == matmul.PAIRED  # a record from before the buffers
+    tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True,
+                        "epi_bufs": 4})
+    assert epi_bufs_of(matmul.configure(a, b, "bfloat16", H200)) == 4
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 2})
     assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # no pairs with split k
     # a paired record of a shape whose default splits k: the record's one split, paired as it was timed
@@ -128,7 +134,7 @@ def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cach
     tuning.save(tuning.key(H200, "bfloat16", "nn", 256, 1000, 8192),
                 {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": True})
     tuned = matmul.configure(a, b, "bfloat16", H200)
-    assert (tuned.splits, tuned.stages, tuned.defines) == (1, 3, gemm_tune.PAIRED)
+    assert (tuned.splits, tuned.stages, tuned.defines) == (1, 3, matmul.PAIRED)
 
 
 def test_tuning_tries_pairs_splitting_k_and_gemm_follows_the_record(cache):
