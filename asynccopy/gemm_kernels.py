@@ -82,6 +82,21 @@ class GemmKernel:
         cap (8192^3 sustained 94-95% -> 98%, with four staging buffers and the pairs' last wave shared out)."""
         return self.paired_b is not None and tile == self.paired_b[0] and -(-a.rows // tile[0]) >= 2 and splits == 1
 
+    def pairs_pay(self, tile: tuple[int, int], m: int, n: int, k: int, sms: int) -> bool:
+        """Whether pairs sharing B are the default where pairs_share_b says they can be: where the pair units (two
+        tile-rows each: an odd last one leaves half a cluster idle) take no more waves over the resident pairs than
+        the tiles alone take over the SMs (fractional waves on a side whose last wave stream-K shares out). At m 300,
+        n 20000 the 237 tiles of 128 x 256 fill 2 waves and their 158 pair units 3: alone there."""
+        if sms < 2:
+            return False
+        tiles_m, tiles_n, kb = -(-m // tile[0]), -(-n // tile[1]), -(-k // self.bk)
+        tiles, units = tiles_m * tiles_n, -(-tiles_m // 2) * tiles_n
+
+        def waves(count: int, workers: int) -> float:
+            return count / workers if self.stream_k and stream_k_pays(count, kb, workers) else -(-count // workers)
+
+        return waves(units, sms // 2) <= waves(tiles, sms)
+
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
 

@@ -146,7 +146,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
     cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
                      splits=splits)
-    if rec.pairs_share_b((bm, bn), a, b, splits):
+    if rec.pairs_share_b((bm, bn), a, b, splits) and rec.pairs_pay((bm, bn), a.rows, b.cols, a.cols, facts.sm_count):
         cfg = paired_config(cfg, a.rows, b.cols, a.cols, facts, stages_given)
     elif tile is None and rec.pair_k_pays(a.rows, b.cols, a.cols, facts.sm_count, align, (cfg.a_mn, cfg.b_mn)):
         cfg = pair_k_config(replace(cfg, tile=rec.pair_k_tile, splits=1), facts, stages_given)

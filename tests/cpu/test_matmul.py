@@ -150,6 +150,10 @@ def test_configuration_defaults_and_limits():
     assert matmul.cluster_of(big) == (2, "b") and big.stream_k
     # without enough k-blocks to save, not: 4096^3 is 256 units over 66 pairs, 8 k-blocks saved a block
     assert not matmul.configure(_m(4096, 4096), _m(4096, 4096), "bfloat16", H200).stream_k
+    # no pairs where they would take a wave more than the tiles alone: 237 tiles in 2 waves, 158 pair units in 3
+    wide = matmul.configure(_m(300, 64), _m(64, 20000), "bfloat16", H200)
+    assert wide.tile == (128, 256) and wide.defines == () and matmul.KERNELS["wgmma"].pairs_share_b(wide.tile, _m(
+        300, 64), _m(64, 20000))
     # one tile-row: nothing to pair
     assert matmul.configure(_m(100, 512), _m(512, 3000), "bfloat16", H200, tile=(128, 256)).defines == ()
     b = _m(512, 3000)
