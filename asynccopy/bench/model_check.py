@@ -171,6 +171,17 @@ class OneStage:
         """The baseline's traced compute at ``intensity`` (0 where none was traced)."""
         return _between(self.compute_ns, intensity) if self.compute_ns else 0.0
 
+    def chain_latency(self, memory: MemoryCurve | None, in_flight: float) -> float:
+        """A copy's latency in a two-stage loop whose computing threads issue the next tile after their wait: one copy
+        a block in flight, the chain of the baseline's one-stage loop with the compute moved under the copy. No
+        shorter than the baseline's latency at intensity 0 (fitted to that chain in the same run, with its issue,
+        wait and barrier; at intensity 0, where every SM keeps loading as such a loop does) nor than the curve's at
+        the blocks' one tile each (``in_flight`` bytes). H200, ldgsts vec16 at intensity 0: the curve alone 1216 ns
+        a tile against 1345 measured at tile 4096 x 256 threads, 869 against 962 at 2048 x 512; the baseline's alone
+        670 against 722 at tile 1024."""
+        fitted = self.at(0)
+        return fitted if memory is None else max(fitted, memory.latency_at(in_flight))
+
 
 def _between(values: dict[int, float], intensity: int) -> float:
     ks = sorted(values)
@@ -234,7 +245,8 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
                  compute_blocks: int | None = None) -> float:
     """The simulator's time for the run's grid. With ``one_stage`` a one-stage loop at the baseline's residency
     takes the baseline's latency at this intensity (:class:`OneStage`) in place of the memory curve, a
-    compute no shorter than the baseline's, and a producer's handoff no longer than the run's least.
+    compute no shorter than the baseline's, and a producer's handoff no longer than the run's least; a two-stage
+    loop there with one copy a block in flight (:func:`one_copy_in_flight`) :meth:`OneStage.chain_latency`.
 
     ``compute_blocks``: the blocks an SM held when ``compute`` was traced. A traced compute is one block's with
     the others' warps beside it on the SM's sub-partitions; a multi-stage loop that holds another number of
@@ -249,17 +261,25 @@ def predicted_ms(dev: DeviceFacts, stages: int, compute: float, result: StreamBe
     if stages > 1 and compute_blocks:
         compute = compute * _warps_per_subpartition(result, resident) / _warps_per_subpartition(result, compute_blocks)
     latency = dev.latency_ns
+    bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
     if stages == 1 and one_stage is not None and resident == one_stage.blocks:
-        latency, memory = one_stage.at(intensity), None
+        latency, memory, bandwidth = one_stage.at(intensity), None, dev.bandwidth
         compute = max(compute, one_stage.compute_at(intensity))
         if ov is not None and ov.producer and one_stage.handoff_ns is not None:
             ov = replace(ov, handoff_ns=min(ov.handoff_ns, one_stage.handoff_ns))
-    bandwidth = dev.bandwidth * (STREAM_EFFICIENCY if memory is not None else 1.0)
+    elif stages == 2 and one_stage is not None and resident == one_stage.blocks and one_copy_in_flight(ov):
+        latency, memory = one_stage.chain_latency(memory, resident * result.tile * 4), None
     sim = simulate.simulate(stages, max(1, round(tiles)), tile_bytes=result.tile * 4, compute_ns=compute,
                             latency_ns=latency, bandwidth_per_sm=bandwidth / dev.sm_count / 1e9,
                             blocks=resident, costs=NO_COSTS if ov is None else ov.costs(intensity),
                             memory=memory)
     return sim.total_ns / 1e6
+
+
+def one_copy_in_flight(ov: Overheads | None) -> bool:
+    """Whether a two-stage loop of this variant keeps one copy a block in flight: computing threads that issue after
+    their wait (a producer warp refills on release, cuda::pipeline before its wait: both keep two)."""
+    return ov is None or not (ov.producer or ov.issue_first)
 
 
 def traced_blocks(result: StreamBench, dev: DeviceFacts, label: str, threads: int, regs: dict[int, int | None],

@@ -14,8 +14,9 @@ Model (the tile-stream kernels' schedule):
     fill. Stores do not hold a later copy back: they are posted writes that the L2 (write-back) takes
     and the memory writes out in the time the reads leave it, so they fill the bandwidth's idle time
     and the run ends no sooner than every store is served (the bandwidth still bounds the whole run);
-  * a tile's compute starts when its data is there and the previous compute is done (plus a fixed
-    barrier cost) and takes ``compute_ns``;
+  * a tile's compute starts when its data is there and the previous compute is done plus a fixed
+    barrier cost, and takes ``compute_ns``; with several stages a copy that lands after that holds the
+    barrier (the warps waited for it together: _Run._begin), one stage pays it after the data;
   * issuing a tile's copy takes ``issue_ns`` of the issuing threads' time (LDGSTS: one instruction per
     16, 8 or 4 bytes per thread; TMA: one per tile). Without a producer warp the computing threads
     issue, between their wait and their compute, and the compute starts when they are done. With a
@@ -223,12 +224,23 @@ class _Run:
             if self.memory is not None:
                 heapq.heappush(self.in_flight, (e.ready, nbytes))
                 self.in_flight_bytes += nbytes
-            begin = max(e.ready, self.last_end[b]) + self.c.barrier_ns
+            begin = self._begin(e.ready, b)
             (self._producer if self.c.producer else self._refill if self.refill else self._in_loop)(e, b, k, begin)
         self.stores_done = self.server_free + self.stores_waiting / self.bandwidth
         flat = [e for evs in self.events for e in evs]
         return Simulation(self.stages, self.blocks, self.tiles, flat,
                           max(max(e.compute_end for e in flat), self.stores_done))
+
+    def _begin(self, ready: float, b: int) -> float:
+        """When block b's compute of a tile that is there at ``ready`` can start. With several stages the block's
+        warps leave the previous compute for the wait, where the barrier holds them for the slowest; a copy that
+        lands after they have all arrived finds them waiting together, and what its latency runs to is the block
+        past its wait (the memory curve's `ready`, traced after the wait and its barrier; the baseline's one-stage
+        latency, which holds its loop's fixed costs): the barrier is paid only where the data was there first. One
+        stage synchronizes before it issues the copy: its barrier stays on the tile's path."""
+        if self.stages > 1:
+            return max(ready, self.last_end[b] + self.c.barrier_ns)
+        return max(ready, self.last_end[b]) + self.c.barrier_ns
 
     def _serve_stores(self, t: float) -> None:
         """The stores waiting take the bandwidth the copies left idle before t (reads first: a DRAM controller

@@ -417,8 +417,8 @@ def test_the_one_stage_loop_takes_the_baselines_latency_at_its_residency_only():
 
 
 @pytest.mark.parametrize("name, with_it, without_it", [
-    ("h200_plan_tile16384_512threads.json", 36, 11),
-    ("h200_plan_tile2048_2blocks_rule.json", 24, 8),
+    ("h200_plan_tile16384_512threads.json", 41, 11),
+    ("h200_plan_tile2048_2blocks_rule.json", 34, 8),
     ("h200_plan_default.json", 44, 43),
 ])
 def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, without_it):
@@ -427,7 +427,8 @@ def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, wi
     512 threads 3192 / 2730 / 2070 ns at intensities 0 / 2 / 8. The memory curve (fitted where every SM loads all the
     time) plus the kernel's barrier put the one-stage variants 7-49% over there; on the baseline's latency at each
     intensity the simulator is within 10% of every stage count for 36 of 48 pairs (11 on the curve), 24 (8) at tile
-    2048 x 2 blocks, and the default regime does not lose (44, 43)."""
+    2048 x 2 blocks, and the default regime does not lose (44, 43). Since a late copy holds a multi-stage loop's
+    barrier and two-stage loops of computing threads take the baseline's chain: 41, 34 and 44."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -467,7 +468,7 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     fit). At 8 stages (128 KiB a block) one block fits an SM where the variants were traced at 4 with two; one block
     alone ran at 1.18x the per-SM time of two, and the simulator, computing at the traced pace, was 20-60% over at 8
     stages. With the SM's compute shared by the blocks it holds: within 10% for 23 of 48 pairs (15 without), within
-    25% for 32 (19)."""
+    25% for 32 (19); 24 within 10% since a late copy holds a multi-stage loop's barrier."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile4096_128threads_2blocks_rule.json"
@@ -481,7 +482,7 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     assert model_check.resident_blocks(result, dev, 8, 128, regs[8]) == 1
     _, rows = model_check.check(result, compute, overheads, curve)
     _, within10, within25, _ = model_check.summary_counts(rows)
-    assert within10 >= 23 and within25 >= 32
+    assert within10 >= 24 and within25 >= 32
     monkeypatch.setattr(model_check, "traced_blocks", lambda *a: None)  # every stage count at the traced pace
     _, rows = model_check.check(result, compute, overheads, curve)
     _, within10, within25, _ = model_check.summary_counts(rows)
@@ -492,7 +493,7 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     ("h200_plan_tile8192_512threads.json", (8192, 512, 1), True, 48, 43),
     ("h200_plan_tile8192_256threads.json", (8192, 256, 1), True, 47, 46),
     ("h200_plan_tile16384_256threads.json", (16384, 256, 1), False, 48, 43),
-    ("h200_plan_tile2048_512threads.json", (2048, 512, 1), True, 48, 26),
+    ("h200_plan_tile2048_512threads.json", (2048, 512, 1), True, 48, 35),
     ("h200_plan_tile4096_64threads_2blocks.json", (4096, 64, 2), True, 48, 13),
 ])
 def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime, held_out, planner_at_least,
@@ -505,7 +506,8 @@ def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime,
     threads, run with the floor: planner 48, simulator 26 (compute-bound short tiles 10-19% over at 2-8 stages).
     Tile 4096 x 64 threads x 2 blocks: planner 48, simulator 13 (within 25%: 18 as run, 23 once the compute is
     shared by warps a sub-partition rather than by blocks; the producer kernels' traced issue of 2-4.7 us a tile
-    puts 8 stages, one block an SM, 41-145% over)."""
+    puts 8 stages, one block an SM, 41-145% over). Tile 2048 x 512 threads: 35 since a late copy holds a multi-stage
+    loop's barrier and two-stage loops of computing threads take the baseline's chain."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -540,14 +542,15 @@ def test_a_one_stage_producer_hands_off_at_the_runs_least_handoff():
 @pytest.mark.parametrize("name, with_it, without_it", [
     ("h200_plan_tile8192_256threads.json", 46, 43),
     ("h200_plan_tile16384_512threads.json", 40, 36),
-    ("h200_plan_tile1024_64threads_2blocks.json", 26, 26),
+    ("h200_plan_tile1024_64threads_2blocks.json", 31, 31),
 ])
 def test_one_stage_producers_on_the_runs_least_handoff(monkeypatch, name, with_it, without_it):
     """Recorded H200 runs (2026-12-02/04). One-stage producer loops ran at sync's pace (0.95-1.07x at tiles of 4096
     floats and more) while their handoffs, traced at 4 stages and intensity 0, read 500-635 ns for ws_ldgsts at tile
     8192 (the TMA producers of the same runs 79-92) and put those loops 12-29% over. At the run's least handoff the
     simulator is within 10% of every stage count for 46 of 48 pairs at tile 8192 x 256 (43 before), 40 at 16384 x 512
-    (36), and the short tile, whose handoffs were all small, does not lose."""
+    (36), and the short tile, whose handoffs were all small, does not lose (26 and 26 then; 31 and 31 since a late copy
+    holds a multi-stage loop's barrier)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -564,8 +567,8 @@ def test_one_stage_producers_on_the_runs_least_handoff(monkeypatch, name, with_i
 @pytest.mark.parametrize("name, regime, planner_at_least, within10_at_least", [
     ("h200_plan_tile8192_256threads_tracecost.json", (8192, 256, 1), 47, 45),
     ("h200_plan_tile8192_2blocks_tracecost.json", (8192, 256, 2), 47, 42),
-    ("h200_plan_tile2048_512threads_tracecost.json", (2048, 512, 1), 48, 38),
-    ("h200_plan_tile1024_128threads_2blocks.json", (1024, 128, 2), 46, 18),
+    ("h200_plan_tile2048_512threads_tracecost.json", (2048, 512, 1), 48, 42),
+    ("h200_plan_tile1024_128threads_2blocks.json", (1024, 128, 2), 46, 39),
     ("h200_plan_tile8192_512threads_tracecost.json", (8192, 512, 1), 48, 42),
     ("h200_plan_tile16384_512threads_tracecost.json", (16384, 512, 1), 47, 43),
     ("h200_plan_tile8192_128threads_tracecost.json", (8192, 128, 1), 45, 44),
@@ -580,7 +583,9 @@ def test_fresh_runs_with_the_traces_own_cost(name, regime, planner_at_least, wit
     12-18% under) and 16384 x 512 x 1 (47; 43, 41 without the trace's cost) the planner's. A later pair of runs
     (2026-12-04, same build): 8192 x 128 x 1 the simulator's (44; planner 45: computing-thread LDGSTS and `cg` at
     intensity 8 run 8-10% faster at two stages than at the four planned) and 16384 x 256 x 1, a regime the curve
-    was fitted on (its pairs therefore not held out), the planner's (48; simulator 43)."""
+    was fitted on (its pairs therefore not held out), the planner's (48; simulator 43). Since a late copy holds a
+    multi-stage loop's barrier and two-stage loops of computing threads take the baseline's chain: 2048 x 512 42,
+    1024 x 128 x 2 39, the others unchanged."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -599,7 +604,8 @@ def test_fresh_runs_with_the_traces_own_cost(name, regime, planner_at_least, wit
 def test_short_tiles_are_simulated_without_the_traces_own_cost(monkeypatch):
     """At tile 2048 x 512 threads (H200, fresh) the traced costs summed to the traced launch's period, 5-14% over the
     untraced loop's (ldgsts vec16: 932 against 836 ns a tile, the trace's cost timed at 95): without taking it off
-    the simulator was within 10% for 27 of 48 pairs, 38 with."""
+    the simulator was within 10% for 27 of 48 pairs, 38 with (36 and 42 since a late copy holds a multi-stage loop's
+    barrier and two-stage loops of computing threads take the baseline's chain)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile2048_512threads_tracecost.json"
@@ -608,4 +614,78 @@ def test_short_tiles_are_simulated_without_the_traces_own_cost(monkeypatch):
     curve = plan_file.load_memory(data).curve
     monkeypatch.setattr(Overheads, "untraced", lambda self: self)
     _, rows = model_check.check(result, compute, overheads, curve)
-    assert model_check.summary_counts(rows)[1] <= 27
+    assert model_check.summary_counts(rows)[1] <= 36
+
+
+def test_a_two_stage_loop_of_computing_threads_runs_the_baselines_chain():
+    one = model_check.OneStage({0: 1300.0, 8: 900.0}, blocks=1)
+    from asynccopy.model.memory import MemoryCurve
+    curve = MemoryCurve(500.0, 20.0, 1.0)  # 500 + bytes / 20
+    assert one.chain_latency(None, 16 * KiB) == 1300.0  # the baseline's at intensity 0, whatever the intensity
+    assert one.chain_latency(curve, 8 * KiB) == 1300.0  # the baseline's, the longer (the curve's 909.6)
+    assert one.chain_latency(curve, 32 * KiB) == pytest.approx(500 + 32 * KiB / 20)  # the curve's, the longer
+    # a producer warp refills on release and cuda::pipeline refills before it waits: two copies a block in flight
+    assert model_check.one_copy_in_flight(None) and model_check.one_copy_in_flight(
+        Overheads(100.0, 900.0, 8, 100.0, 50.0, False))
+    assert not model_check.one_copy_in_flight(Overheads(100.0, 900.0, 8, 100.0, 50.0, True))
+    assert not model_check.one_copy_in_flight(Overheads(100.0, 900.0, 8, 100.0, 50.0, False, issue_first=True))
+    bench, compute = _synthetic_bench()
+    fit = _curve_fit()
+    dev = model_check.calibrated_device(bench, compute, fit.curve)
+    base = model_check.baseline_one_stage(bench, compute)
+    slow = model_check.OneStage({0: 5 * base.at(0)}, blocks=base.blocks)  # a chain far above the curve
+    loop = Overheads(150.0, 1500.0, 8, 100.0, 50.0, False)
+    producer = Overheads(150.0, 1500.0, 8, 100.0, 50.0, True, handoff_ns=50.0)
+
+    def ms(stages, ov, one):
+        return model_check.predicted_ms(dev, stages, compute[0], bench, ov, 0, fit.curve, one_stage=one)
+
+    assert ms(2, loop, slow) > 2 * ms(2, loop, None)  # two stages of computing threads: the chain's latency
+    assert ms(2, producer, slow) == ms(2, producer, None)  # a producer keeps the curve
+    assert ms(3, loop, slow) == ms(3, loop, None)  # so do more stages
+
+
+def _recorded(name):
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data" / name
+    result, compute, overheads = plan_file.load(data)
+    return result, compute, overheads, plan_file.load_memory(data).curve
+
+
+@pytest.mark.parametrize("name, with_it, without_it", [
+    ("h200_plan_default.json", 44, 34),
+    ("h200_plan_tile2048_512threads_tracecost.json", 42, 29),
+])
+def test_two_stage_loops_of_computing_threads_on_the_baselines_chain(monkeypatch, name, with_it, without_it):
+    """Recorded H200 runs (2026-12-03/04). A two-stage loop whose computing threads issue the next tile after their wait
+    keeps one copy a block in flight: at intensity 0 its period measured the baseline's one-stage latency + 40-80 ns
+    in every regime where it is latency-bound, while the curve's latency at the blocks' one tile each (the barrier
+    inside it) was 7-11% under at tile 4096 x 256 threads and 2048 x 512. On the larger of the two the simulator is
+    within 10% of every stage count for 44 and 42 of 48 pairs; on the curve's alone 34 and 29."""
+    result, compute, overheads, curve = _recorded(name)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    assert model_check.summary_counts(rows)[1] >= with_it
+    monkeypatch.setattr(model_check, "one_copy_in_flight", lambda ov: False)  # every two-stage loop on the curve
+    _, rows = model_check.check(result, compute, overheads, curve)
+    assert model_check.summary_counts(rows)[1] <= without_it
+
+
+@pytest.mark.parametrize("name, with_it, without_it", [
+    ("h200_plan_tile1024_128threads_2blocks.json", 39, 18),
+    ("h200_plan_tile1024.json", 29, 4),
+])
+def test_a_late_copy_holds_the_barrier_on_recorded_runs(monkeypatch, name, with_it, without_it):
+    """Recorded H200 runs at tile 1024 (2026-12-03/04). The two-stage loops of computing threads at intensity 0-2 ran
+    at the curve's latency for the blocks' one tile each (722 ns a tile against 714 at 256 threads, 870 against 869 at
+    128 threads x 2 blocks), where the simulator added the barrier traced with the data there (94-170 ns) after the
+    copy landed: 11-18% over. With the barrier inside a late copy's latency: within 10% of every stage count for 39
+    and 29 of 48 pairs, 18 and 4 without."""
+    from asynccopy.model import simulate
+
+    result, compute, overheads, curve = _recorded(name)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    assert model_check.summary_counts(rows)[1] >= with_it
+    monkeypatch.setattr(simulate._Run, "_begin", lambda self, ready, b: max(ready, self.last_end[b]) + self.c.barrier_ns)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    assert model_check.summary_counts(rows)[1] <= without_it

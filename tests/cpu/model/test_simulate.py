@@ -87,7 +87,37 @@ def test_the_barrier_cost_sits_between_two_computes():
     s = sim_mod.simulate(3, 4, tile_bytes=1, compute_ns=100, latency_ns=10, bandwidth_per_sm=1e9, out_bytes=0,
                          costs=KernelCosts(barrier_ns=7))
     starts = [e.compute_start for e in sorted(s.events, key=lambda e: e.tile)]
-    assert starts == pytest.approx([17, 124, 231, 338])  # ready at 10, + 7; then every 100 + 7
+    # the first copy lands at 10 with the warps already waiting for it (the barrier is inside its latency);
+    # then the data is there first, and every compute follows the previous one by 100 + 7
+    assert starts == pytest.approx([10, 117, 224, 331])
+
+
+def test_a_late_copy_holds_the_barrier_of_a_multi_stage_loop():
+    """The barrier's wait for the slowest warp is spent under a copy that lands after the warps reached their wait:
+    a two-stage loop whose copy takes 500 ns and compute 100 runs at the latency, not the latency plus the barrier;
+    one stage synchronizes before it issues and keeps it on every tile's path."""
+    two = sim_mod.simulate(2, 20, tile_bytes=1, compute_ns=100, latency_ns=500, bandwidth_per_sm=1e9, out_bytes=0,
+                           costs=KernelCosts(barrier_ns=80))
+    starts = [e.compute_start for e in sorted(two.events, key=lambda e: e.tile)]
+    assert starts[-1] - starts[-2] == pytest.approx(500)
+    fast = sim_mod.simulate(2, 20, tile_bytes=1, compute_ns=1000, latency_ns=500, bandwidth_per_sm=1e9, out_bytes=0,
+                            costs=KernelCosts(barrier_ns=80))
+    starts = [e.compute_start for e in sorted(fast.events, key=lambda e: e.tile)]
+    assert starts[-1] - starts[-2] == pytest.approx(1080)  # the data there first: the barrier follows the compute
+    one = sim_mod.simulate(1, 20, tile_bytes=1, compute_ns=100, latency_ns=500, bandwidth_per_sm=1e9, out_bytes=0,
+                           costs=KernelCosts(barrier_ns=80), memory=_Fixed(500))
+    starts = [e.compute_start for e in sorted(one.events, key=lambda e: e.tile)]
+    assert starts[-1] - starts[-2] == pytest.approx(680)  # compute, latency, barrier: one after the other
+
+
+class _Fixed:
+    """A memory curve with one latency (one stage keeps its barrier only where the latency does not hold it)."""
+
+    def __init__(self, latency_ns):
+        self.latency_ns = latency_ns
+
+    def latency_at(self, _bytes):
+        return self.latency_ns
 
 
 def test_a_producer_warp_refills_a_buffer_after_its_release_and_the_handoff():
