@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from . import build
 from .errors import ArgumentError
+from .gemm_schedule import split_count, stream_k_pays, stream_k_plan
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -21,6 +22,17 @@ PAIR_BULK_KNOB = "ASYNCCOPY_WGMMA_PAIR_BULK"  # with PAIR_K, 1: block 1's accumu
 EPI_BUFS_KNOB = "ASYNCCOPY_WGMMA_EPI_BUFS"  # gemm_wgmma.cu's staging buffers of C a consumer (2; 4: a 64 x 256 block's)
 OUT_DTYPES = ("bfloat16", "float16", "float32")
 _STORAGE = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How a tile runs as cluster pairs sharing B: its stage count, the staging buffers of C a consumer holds
+    (gemm_wgmma.cu's EPI_BUFS), and whether the pairs' last wave may be shared out (stream-K, where stream_k_pays on
+    pair units over half the SMs)."""
+
+    stages: int
+    epi_bufs: int = 2
+    stream_k: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,35 +79,46 @@ class GemmKernel:
     # where the kernel then needs no local memory (some layouts spill a few words under that cap)
     two_blocks_knob: str | None = None
     two_blocks_tiles: tuple[tuple[int, int], ...] = ()  # the tiles the knob is tried on (wider ones cannot fit 128)
-    # (tile, stages, staging buffers of C a consumer): that tile runs in clusters of two blocks on neighbouring
-    # tile-rows that share B (each loads half, multicast), with this many stages and buffers (measured)
-    paired_b: tuple[tuple[int, int], int, int] | None = None
+    # the tile that may run in clusters of two blocks on neighbouring tile-rows sharing B (each loads half, multicast),
+    # and how by default where B's rows are off 128-byte lines and where they are on them (pairs_pay; measured)
+    paired_b: tuple[int, int] | None = None
+    pairing_off_lines: Pairing | None = None
+    pairing_on_lines: Pairing | None = None
     # the tile whose k-blocks a cluster pair may split between its two blocks (block 1's f32 accumulators added in
     # block 0's staging buffers of C), where that beats every tile alone (pair_k_pays)
     pair_k_tile: tuple[int, int] | None = None
 
     def pairs_share_b(self, tile: tuple[int, int], a, b, splits: int = 1) -> bool:
-        """Whether this tile of A x B (asynccopy.matrix.Matrix operands) runs as cluster pairs sharing B: the
-        record's paired tile, two tile-rows to pair, and k not split. Each block then reads half of B's tile from
-        L2: where B's rows are off 128-byte lines (each box row spans two lines) that halves B's requests (H200,
-        3000x5000x7000 69% -> 93% of cuBLAS), and on the lines it is the L2 traffic a flop costs under the power
-        cap (8192^3 sustained 94-95% -> 98%, with four staging buffers and the pairs' last wave shared out)."""
-        return self.paired_b is not None and tile == self.paired_b[0] and -(-a.rows // tile[0]) >= 2 and splits == 1
+        """Whether this tile of A x B (asynccopy.matrix.Matrix operands) can run as cluster pairs sharing B: the
+        record's paired tile, two tile-rows to pair, and k not split (whether it does by default: pairs_pay)."""
+        return self.paired_b is not None and tile == self.paired_b and -(-a.rows // tile[0]) >= 2 and splits == 1
 
-    def pairs_pay(self, tile: tuple[int, int], m: int, n: int, k: int, sms: int) -> bool:
-        """Whether pairs sharing B are the default where pairs_share_b says they can be: where the pair units (two
+    def pairing(self, b) -> Pairing | None:
+        """How the paired tile runs for this B: B's rows off 128-byte lines (its row pitch or address not a multiple
+        of 128 bytes: each box row then spans two lines) or on them."""
+        return self.pairing_off_lines if (b.lead * ITEMSIZE[b.dtype] | b.ptr) % 128 else self.pairing_on_lines
+
+    def pairs_pay(self, tile: tuple[int, int], a, b, sms: int) -> bool:
+        """Whether pairs sharing B are the default where pairs_share_b says they can be. Off 128-byte lines: always,
+        sharing halves B's requests (H200, 3000x5000x7000 69% -> 93% of cuBLAS). On the lines it halves the L2
+        traffic of B a flop, which paid where the tiles alone take more than one wave (H100, 2026-12-07, % of cuBLAS:
+        16384^3 93 -> 97, 4096^3 93 -> 97; in one wave it lost: 2048^3 94 -> 88), and only where the pair units (two
         tile-rows each: an odd last one leaves half a cluster idle) take no more waves over the resident pairs than
-        the tiles alone take over the SMs (fractional waves on a side whose last wave stream-K shares out). At m 300,
-        n 20000 the 237 tiles of 128 x 256 fill 2 waves and their 158 pair units 3: alone there."""
-        if sms < 2:
+        the tiles alone over the SMs (fractional waves on a side whose last wave stream-K shares out): at m 300,
+        n 20000 the 237 tiles of 128 x 256 fill 2 waves and their 158 pair units 3."""
+        pairing = self.pairing(b)
+        if pairing is None or sms < 2:
             return False
-        tiles_m, tiles_n, kb = -(-m // tile[0]), -(-n // tile[1]), -(-k // self.bk)
+        if pairing is self.pairing_off_lines:
+            return True
+        tiles_m, tiles_n, kb = -(-a.rows // tile[0]), -(-b.cols // tile[1]), -(-a.cols // self.bk)
         tiles, units = tiles_m * tiles_n, -(-tiles_m // 2) * tiles_n
 
-        def waves(count: int, workers: int) -> float:
-            return count / workers if self.stream_k and stream_k_pays(count, kb, workers) else -(-count // workers)
+        def waves(count: int, workers: int, stream_k: bool) -> float:
+            return count / workers if stream_k and stream_k_pays(count, kb, workers) else -(-count // workers)
 
-        return waves(units, sms // 2) <= waves(tiles, sms)
+        return tiles > sms and waves(units, sms // 2, self.stream_k and pairing.stream_k) <= waves(tiles, sms,
+                                                                                                   self.stream_k)
 
     def stage_bytes(self, tile: tuple[int, int], itemsize: int = 2) -> int:
         return itemsize * self.bk * (tile[0] + tile[1])
@@ -162,11 +185,13 @@ KERNELS: dict[str, GemmKernel] = {
                    64, ("UTMALDG", "HGMMA", "SYNCS"), 384, "tma", persistent=True, arch_specific=True,
                    epilogue_bytes=2 * 2 * 64 * 128, split_k=True, stream_k=True, tile_speed=(0.57, 0.8, 1.0),
                    tile_stages=(8, 6, 3),
-                   # H200, % of cuBLAS: B off 128-byte lines (2026-12-02), unpaired 3 stages -> paired 4: 3000x5000x7000
-                   # 69 -> 93, 5000^3 72 -> 88, 4000x6000x5000 101 -> 106; on the lines (2026-12-04), unpaired -> paired
-                   # at 3 stages with four staging buffers and stream-K: 8192^3 97 -> 98 (sustained 94-95 -> 98),
-                   # 16384^3 92 -> 98, 6144^3 94 -> 97, 4096^3 93 -> 95
-                   paired_b=((128, 256), 3, 4), pair_k_tile=(128, 128)),
+                   # % of cuBLAS. B off 128-byte lines (H200, 2026-12-02), unpaired 3 stages -> paired 4: 3000x5000x7000
+                   # 69 -> 93, 5000^3 72 -> 88, 4000x6000x5000 101 -> 106 (H100, 2026-12-07: 3000x5000x7000 paired at 4
+                   # stages 91, at 3 with four buffers and stream-K 86). On the lines (H100, 2026-12-07), unpaired ->
+                   # paired at 3 stages with four staging buffers and stream-K: 16384^3 93 -> 97, 4096^3 93 -> 97,
+                   # 8192^3 97 -> 97 (H200, 2026-12-04, sustained 94-95 -> 98), 8192x8192x1024 90 -> 91
+                   paired_b=(128, 256), pairing_off_lines=Pairing(4), pairing_on_lines=Pairing(3, 4, True),
+                   pair_k_tile=(128, 128)),
         GemmKernel("mma", "multistage LDGSTS (zero-fill at the edges) into an XOR-swizzled shared layout, ldmatrix, "
                    "mma.sync m16n8k16; the Ampere design, and the fallback where TMA cannot take the operands",
                    "gemm_mma.cu", "gemm_mma", (8, 0), ("bfloat16", "float16"), ((128, 128), (128, 256)), 64,
@@ -274,20 +299,20 @@ def pair_k_config(cfg: GemmConfig, facts, stages=None) -> GemmConfig:
                    stages=stages if stages is not None else rec.default_stages(cfg.tile, fit))
 
 
-def paired_config(cfg: GemmConfig, m: int, n: int, k: int, facts, stages=None) -> GemmConfig:
-    """``cfg`` (the record's paired tile) as cluster pairs sharing B: the record's stage count and staging buffers
-    of C, or the caller's stage count with the record's buffers where they fit beside it (else two); the pairs'
-    last wave shared out where that pays on pair units (stream_k_pays over half the SMs)."""
+def paired_config(cfg: GemmConfig, a, b, facts, stages=None) -> GemmConfig:
+    """``cfg`` (the record's paired tile) as cluster pairs sharing B, as the record's pairing for this B says
+    (GemmKernel.pairing): its stage count and staging buffers of C, or the caller's stage count with its buffers
+    where they fit beside it (else two); the pairs' last wave shared out where the pairing allows it and that pays on
+    pair units (stream_k_pays over half the SMs)."""
     rec = cfg.record
-    _, want, bufs = rec.paired_b
-    size = ITEMSIZE[cfg.dtype]
-    limit = facts.smem_per_block_optin
+    pairing = rec.pairing(b) or Pairing(cfg.stages)
+    bufs, size, limit = pairing.epi_bufs, ITEMSIZE[cfg.dtype], facts.smem_per_block_optin
     if stages is None:
-        stages = min(want, rec.max_stages(cfg.tile, limit, size, bufs))
+        stages = min(pairing.stages, rec.max_stages(cfg.tile, limit, size, bufs))
     elif stages > rec.max_stages(cfg.tile, limit, size, bufs):
         bufs = 2
-    units, kb = -(-m // (2 * cfg.tile[0])) * -(-n // cfg.tile[1]), -(-k // rec.bk)
-    sk = rec.stream_k and cfg.splits == 1 and stream_k_pays(units, kb, facts.sm_count // 2)
+    units, kb = -(-a.rows // (2 * cfg.tile[0])) * -(-b.cols // cfg.tile[1]), -(-a.cols // rec.bk)
+    sk = rec.stream_k and pairing.stream_k and cfg.splits == 1 and stream_k_pays(units, kb, facts.sm_count // 2)
     return replace(cfg, stages=stages, defines=paired_defines(bufs), stream_k=sk)
 
 
@@ -306,68 +331,6 @@ def epi_bufs_of(cfg: GemmConfig) -> int:
 # 77-84 -> 70; 1024x1024x4096, 32 a block, 64-66 -> 70; 128x8192x8192, 64 a block, 82-83 -> 92); 16 is between
 # the two measured sides, the crossover itself not measured
 MIN_PAIR_K_BLOCKS = 16
-MIN_SPLIT_BLOCKS = 8  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
-MAX_SPLITS = 16
-
-
-def split_count(tiles: int, k_blocks: int, sms: int) -> int:
-    """How many ranges of k to cut each output tile's work into. Only where the tiles leave at least three
-    quarters of the SMs idle: on the H200 two splits of 64 tiles (128 x 8192 x 8192, 128 x 128 tiles) ran
-    13% slower than one, the f32 partials' round trip and the second launch costing more than the idle
-    SMs; splits then fill the SMs (tiles x splits <= SMs), each MIN_SPLIT_BLOCKS k-blocks or more."""
-    if 4 * tiles > sms:
-        return 1
-    return max(1, min(sms // max(tiles, 1), k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLITS))
-
-
-MIN_STREAM_K_BLOCKS = 4  # k-blocks a block's share of a stream-K region holds at least
-MAX_STREAM_K_PIECES = 8  # pieces a tile is cut into at most where every tile is shared (fewer tiles than SMs)
-# k-blocks a block must save for stream-K to pay: its extra pieces' epilogues and the partials' round trip cost
-# about 16 (H200, 128 x 256 tiles, % of cuBLAS without -> with: 4096^3 saving 8 k-blocks 93 -> 90,
-# 16384x1024x8192 saving 16 92 -> 92, 8192^3 saving 62 95 -> 98, 16384^3 saving 240 92 -> 95)
-MIN_STREAM_K_SAVING = 24
-
-
-def stream_k_plan(tiles: int, k_blocks: int, sms: int) -> tuple[int, int]:
-    """(tiles of the stream-K region, blocks of the grid) for a persistent kernel on ``sms`` SMs.
-
-    With more tiles than SMs the whole waves stay whole tiles and the rest (the last wave's) are shared out,
-    so no SM idles at the end; where that rest is under half the SMs one more wave joins it, so that a tile
-    is cut into two pieces at most (a block then holds one to one and a half tiles' k-blocks). With fewer tiles
-    than SMs every tile is shared, by up to MAX_STREAM_K_PIECES blocks each. A block's share holds at least
-    MIN_STREAM_K_BLOCKS k-blocks; (0, blocks) where stream-K has nothing to share. Whether it pays:
-    stream_k_pays."""
-    if tiles > sms:
-        rest = tiles % sms
-        region = rest if 2 * rest >= sms else rest + sms
-        return (0, sms) if rest == 0 or region * k_blocks < MIN_STREAM_K_BLOCKS * sms else (region, sms)
-    grid = min(sms, tiles * MAX_STREAM_K_PIECES, tiles * k_blocks // MIN_STREAM_K_BLOCKS)
-    return (tiles, grid) if grid > tiles else (0, max(tiles, 1))
-
-
-def stream_k_pays(tiles: int, k_blocks: int, sms: int) -> bool:
-    """Whether sharing out the last wave (more tiles than SMs) is the default: each block saves
-    k_blocks x (1 - rest / sms) k-blocks of the last wave's idle time, which must reach MIN_STREAM_K_SAVING."""
-    return (tiles > sms and stream_k_plan(tiles, k_blocks, sms)[0] > 0
-            and k_blocks * (sms - tiles % sms) >= MIN_STREAM_K_SAVING * sms)
-
-
-def stream_k_pieces(k_blocks: int, sk_tiles: int, grid: int) -> list[list[tuple[int, int, int]]]:
-    """Each block's stream-K pieces (tile of the region, first k-block, end k-block), as gemm_wgmma.cu's
-    Schedule walks them (asynccopy/gemm.cuh, stream_k_begin): for tests and the model."""
-    out = []
-    for b in range(grid):
-        at, hi = b * sk_tiles * k_blocks // grid, (b + 1) * sk_tiles * k_blocks // grid
-        pieces = []
-        while at < hi:
-            j = at // k_blocks
-            end = min(hi - j * k_blocks, k_blocks)
-            pieces.append((j, at - j * k_blocks, end))
-            at = j * k_blocks + end
-        out.append(pieces)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # The stage count the pipeline model gives
 

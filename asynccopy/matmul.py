@@ -39,10 +39,8 @@ from .gemm_kernels import (
     pair_k_config,
     paired_config,
     paired_defines,
-    split_count,
-    stream_k_pays,
-    stream_k_plan,
 )
+from .gemm_schedule import split_count, stream_k_pays, stream_k_plan
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 __all__ = ["CLUSTER_KNOB", "DTYPES", "EPI_BUFS_KNOB", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED",
@@ -146,8 +144,8 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
         splits = split_count(-(-a.rows // bm) * -(-b.cols // bn), -(-a.cols // rec.bk), facts.sm_count)
     cfg = GemmConfig(rec.name, a.dtype, out_dtype, (bm, bn), stages, not a.row_major, b.row_major, align,
                      splits=splits)
-    if rec.pairs_share_b((bm, bn), a, b, splits) and rec.pairs_pay((bm, bn), a.rows, b.cols, a.cols, facts.sm_count):
-        cfg = paired_config(cfg, a.rows, b.cols, a.cols, facts, stages_given)
+    if rec.pairs_share_b((bm, bn), a, b, splits) and rec.pairs_pay((bm, bn), a, b, facts.sm_count):
+        cfg = paired_config(cfg, a, b, facts, stages_given)
     elif tile is None and rec.pair_k_pays(a.rows, b.cols, a.cols, facts.sm_count, align, (cfg.a_mn, cfg.b_mn)):
         cfg = pair_k_config(replace(cfg, tile=rec.pair_k_tile, splits=1), facts, stages_given)
     else:
@@ -158,7 +156,7 @@ def configure(a: Matrix, b: Matrix, out_dtype: str, facts, *, kernel: str | None
 def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int], splits: int, sms: int,
                      share: str | None = None) -> bool:
     """Whether this tile of A x B shares its last wave out by default (one split, a kernel that can): where the
-    SMs that wave leaves idle cost more than the sharing (gemm_kernels.stream_k_pays). With ``share`` "a" or "b"
+    SMs that wave leaves idle cost more than the sharing (gemm_schedule.stream_k_pays). With ``share`` "a" or "b"
     the units are cluster pairs of tiles sharing that operand, over half the SMs."""
     tiles_m, tiles_n = -(-a.rows // tile[0]), -(-b.cols // tile[1])
     units = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)

@@ -6,8 +6,9 @@ measuring a kernel change before it becomes the default; `asynccopy bench gemm` 
 
 A variant is NAME[:MACRO=VALUE,...]: the kernel's source compiled with those -D macros (each kernel file
 lists its knobs in its header). Two names are the launch's, not macros: `stages=N` (this variant's stage count,
-in place of --stages) and `stream_k=0|1|auto` (auto: as `asynccopy.gemm` decides for the variant's cluster shape). Every variant's C is checked against a float64 product before it is
-timed (CUDA events, median, inputs rotated past L2, the same run's torch.matmul as the reference).
+in place of --stages) and `stream_k=0|1|auto` (auto: as `asynccopy.gemm` decides for the variant's cluster
+shape). Every variant's C is checked against a float64 product before it is timed (CUDA events, median, inputs
+rotated past L2, the same run's torch.matmul as the reference).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import replace
 from asynccopy import device, matmul
 from asynccopy.bench import gemm_bench
 from asynccopy.bench.harness import median, settle, time_ms
-
 
 LAUNCH_KEYS = ("stages", "stream_k")  # a variant's settings that are the launch's, not -D macros
 

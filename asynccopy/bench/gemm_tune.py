@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
-from ..gemm_kernels import (DTYPES, KERNELS, GemmConfig, cluster_of, epi_bufs_of, itemsize, paired_config, split_count,
-                            stream_k_plan)
+from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, cluster_of, epi_bufs_of, itemsize, paired_config
+from ..gemm_schedule import split_count, stream_k_plan
 from ..matmul import check_operands, configure, launch, matrix, pair_k_config, stream_k_default, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
@@ -42,7 +42,7 @@ class Trial:
     tflops: float
     paired: bool = False  # run as cluster pairs sharing B (GemmKernel.paired_b)
     epi_bufs: int = 2  # staging buffers of C a consumer (gemm_wgmma.cu's EPI_BUFS)
-    stream_k: bool = False  # the last wave's tiles shared out among all blocks (gemm_kernels.stream_k_plan)
+    stream_k: bool = False  # the last wave's tiles shared out among all blocks (gemm_schedule.stream_k_plan)
     pair_k: bool = False  # run as cluster pairs splitting each tile's k-blocks (GemmKernel.pair_k_tile)
 
 
@@ -83,7 +83,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                         out.append(replace(alone, stream_k=not default_sk))
                     if rec.pairs_share_b(tile, a, b, sp):
                         # with the staging buffers that fit beside these stages, their last wave shared and not
-                        paired = paired_config(alone, a.rows, b.cols, a.cols, facts, stages)
+                        paired = paired_config(alone, a, b, facts, stages)
                         out.append(replace(paired, stream_k=False))
                         pairs = -(-tiles_m // 2) * tiles_n  # the units: two tiles of a tile-column
                         if rec.stream_k and sp == 1 and stream_k_plan(pairs, kb, facts.sm_count // 2)[0] > 0:

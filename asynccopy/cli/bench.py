@@ -142,7 +142,7 @@ def cmd_stream(args) -> int:
 
 
 def _model_check(result, intensities, args, reps) -> dict:
-    from ..bench import memory_calibration, model_check
+    from ..bench import memory_calibration, model_check, model_traces
 
     def say(text):
         print("  " + text, flush=True)
@@ -155,11 +155,11 @@ def _model_check(result, intensities, args, reps) -> dict:
         fit, _ = memory_calibration.calibration(recalibrate=args.recalibrate, progress=say)
         for line in fit.report():
             print(line)
-    compute = model_check.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
+    compute = model_traces.measured_compute_ns(intensities, tile=result.tile, threads=result.threads,
                                               blocks_per_sm=result.blocks_per_sm)
     print(f"\nmodel check: tracing each variant at {model_check.OVERHEAD_STAGES} stages, intensity 0 and "
           f"{max(max(intensities), model_check.OVERHEAD_MIN_INTENSITY)} ...", flush=True)
-    overheads = model_check.measured_overheads(result, max(intensities), progress=say)
+    overheads = model_traces.measured_overheads(result, max(intensities), progress=say)
     curve = fit.curve if fit else None
     _, rows = model_check.check(result, compute, overheads, curve)
     missing = model_check.unmeasured_picks(result, rows)

@@ -132,28 +132,29 @@ def test_operands_are_checked_against_each_other():
 def test_configuration_defaults_and_limits():
     a, b = _m(1000, 512), _m(512, 3072)
     cfg = matmul.configure(a, b, "bfloat16", H200)
-    # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile, as cluster pairs of blocks on
-    # neighbouring tile-rows sharing B, at 3 stages with four staging buffers of C a consumer (one wave of pairs:
-    # nothing for stream-K to share)
+    # 96 tiles of 128 x 256 fill one wave; 128 x 128 would take two: the wide tile at its measured 3 stages, alone
+    # (B's rows on 128-byte lines, and one wave: pairs sharing B lost there)
     assert (cfg.kernel, cfg.tile, cfg.stages, cfg.a_mn, cfg.b_mn) == ("wgmma", (128, 256), 3, False, True)
-    assert dict(cfg.defines) == {matmul.CLUSTER_KNOB: 2, matmul.SHARE_KNOB: "1", matmul.EPI_BUFS_KNOB: 4}
-    assert not cfg.stream_k and cfg.smem_bytes <= H200.smem_per_block_optin
-    # the caller's stage count: four buffers where they fit beside it, else two
-    assert [epi_bufs_of(matmul.configure(a, b, "bfloat16", H200, stages=s)) for s in (1, 2, 3, 4)] == [4, 4, 4, 2]
-    assert matmul.configure(a, b, "bfloat16", H200, stages=4).smem_bytes <= H200.smem_per_block_optin
-    # B's rows 6000 bytes apart, off 128-byte lines: the same pairs
+    assert cfg.defines == () and matmul.KERNELS["wgmma"].pairs_share_b(cfg.tile, a, b)
+    # B's rows 6000 bytes apart, off 128-byte lines: pairs of blocks on neighbouring tile-rows share B, 4 stages
     paired = matmul.configure(a, _m(512, 3000), "bfloat16", H200)
-    assert paired.stages == 3 and paired.defines == cfg.defines
+    assert paired.stages == 4 and paired.defines == matmul.PAIRED and not paired.stream_k
     assert matmul.configure(a, _m(512, 3000), "bfloat16", H200, stages=2).stages == 2
-    # the pairs' last wave shared out where a block saves enough k-blocks: 8192^3 is 1024 pair units over 66 pairs
+    # on the lines, more tiles than SMs: pairs at 3 stages with four staging buffers of C a consumer, their last wave
+    # shared out where a block saves enough k-blocks (8192^3: 1024 pair units over 66 pairs)
     big = matmul.configure(_m(8192, 8192), _m(8192, 8192), "bfloat16", H200)
-    assert matmul.cluster_of(big) == (2, "b") and big.stream_k
-    # without enough k-blocks to save, not: 4096^3 is 256 units over 66 pairs, 8 k-blocks saved a block
-    assert not matmul.configure(_m(4096, 4096), _m(4096, 4096), "bfloat16", H200).stream_k
+    assert matmul.cluster_of(big) == (2, "b") and (big.stages, epi_bufs_of(big)) == (3, 4) and big.stream_k
+    assert big.smem_bytes <= H200.smem_per_block_optin
+    # the caller's stage count: four buffers where they fit beside it, else two
+    sq = _m(4096, 4096)
+    assert [epi_bufs_of(matmul.configure(sq, sq, "bfloat16", H200, stages=s)) for s in (1, 2, 3, 4)] == [4, 4, 4, 2]
+    assert matmul.configure(sq, sq, "bfloat16", H200, stages=4).smem_bytes <= H200.smem_per_block_optin
+    # without enough k-blocks to save, no stream-K: 4096^3 is 256 units over 66 pairs, 8 k-blocks saved a block
+    assert not matmul.configure(sq, sq, "bfloat16", H200).stream_k
     # no pairs where they would take a wave more than the tiles alone: 237 tiles in 2 waves, 158 pair units in 3
-    wide = matmul.configure(_m(300, 64), _m(64, 20000), "bfloat16", H200)
+    wide = matmul.configure(_m(300, 64), _m(64, 20032), "bfloat16", H200)
     assert wide.tile == (128, 256) and wide.defines == () and matmul.KERNELS["wgmma"].pairs_share_b(wide.tile, _m(
-        300, 64), _m(64, 20000))
+        300, 64), _m(64, 20032))
     # one tile-row: nothing to pair
     assert matmul.configure(_m(100, 512), _m(512, 3000), "bfloat16", H200, tile=(128, 256)).defines == ()
     b = _m(512, 3000)
@@ -333,7 +334,7 @@ def test_stream_k_pieces_cover_every_region_tile_once_owned_by_its_first_k_block
     pieces of whole k-blocks; only a block's first piece starts inside a tile, and a tile's owner (the piece of
     its first k-block) is the lowest of its blocks, so its contributors are the blocks after it whose shares
     start inside it; pieces per tile stay bounded and shares hold MIN_STREAM_K_BLOCKS k-blocks or more."""
-    from asynccopy.gemm_kernels import MAX_STREAM_K_PIECES, MIN_STREAM_K_BLOCKS, stream_k_pieces, stream_k_plan
+    from asynccopy.gemm_schedule import MAX_STREAM_K_PIECES, MIN_STREAM_K_BLOCKS, stream_k_pieces, stream_k_plan
 
     shared = 0
     for tiles, kb, sms in _stream_k_cases():

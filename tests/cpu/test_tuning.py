@@ -107,17 +107,19 @@ def test_tune_names_a_bad_argument_before_looking_for_a_gpu(args, kwargs, messag
 def test_tuning_tries_the_paired_tile_both_ways_and_gemm_follows_the_record(cache):
     from asynccopy.bench import gemm_tune
 
-    # the 128 x 256 tile pairs by default, at 3 stages with four staging buffers of C; tuning times it paired and
-    # alone, paired with the buffers that fit beside each stage count
+    # B's rows 6000 bytes apart: the 128 x 256 tile pairs by default at 4 stages; tuning times it paired and alone
     a, b = _m(3000, 4096), _m(4096, 3000)
     base = matmul.configure(a, b, "bfloat16", H200)
-    assert matmul.cluster_of(base) == (2, "b") and (base.stages, epi_bufs_of(base)) == (3, 4)
+    assert base.defines == matmul.PAIRED and base.stages == 4
     configs = gemm_tune.candidates(base, ("wgmma",), a, b, H200)
     paired = [c for c in configs if matmul.cluster_of(c)[1] == "b"]
     assert paired and all(c.tile == (128, 256) and c.splits == 1 for c in paired)
     assert {matmul.cluster_of(c)[1] for c in configs} == {None, "b", "k"}
     assert {c.stages for c in paired} == {c.stages for c in configs if c.tile == (128, 256) and not c.defines}
-    assert {(c.stages, epi_bufs_of(c)) for c in paired} == {(1, 4), (2, 4), (3, 4), (4, 2)}
+    # on the lines: paired with the four staging buffers where they fit beside the stage count
+    sq = _m(4096, 4096)
+    on = [c for c in gemm_tune.candidates(base, ("wgmma",), sq, sq, H200) if matmul.cluster_of(c)[1] == "b"]
+    assert {(c.stages, epi_bufs_of(c)) for c in on} == {(1, 4), (2, 4), (3, 4), (4, 2)}
     entry = tuning.key(H200, "bfloat16", "nn", 3000, 3000, 4096)
     tuning.save(entry, {"kernel": "wgmma", "tile": [128, 256], "stages": 3, "splits": 1, "paired": False})
     assert matmul.configure(a, b, "bfloat16", H200).defines == ()  # the record ran alone

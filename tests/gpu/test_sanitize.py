@@ -136,9 +136,10 @@ def test_gemm_simt_wide_tiles(cupy, facts, tile, a_mn, b_mn):
 
 @pytest.mark.parametrize("stream_k", [False, True], ids=["whole", "stream_k"])
 def test_gemm_default_pairs(cupy, facts, stream_k):
-    """The default of a large product, on a small one: 128 x 256 tiles as cluster pairs sharing B, 3 stages, four
-    staging buffers a consumer (the whole 64 x 256 block stored after one wait), an odd last pair (3 x 3 tiles), with
-    and without the pairs' units shared out by stream-K (16 k-blocks a unit)."""
+    """The default of a large product whose B rows are on 128-byte lines, on a small one (B's rows 896 bytes apart):
+    128 x 256 tiles as cluster pairs sharing B, 3 stages, four staging buffers a consumer (the whole 64 x 256 block
+    stored after one wait), an odd last pair (3 x 3 tiles), with and without the pairs' units shared out by stream-K
+    (16 k-blocks a unit)."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -147,14 +148,14 @@ def test_gemm_default_pairs(cupy, facts, stream_k):
 
     require_cc(facts, (9, 0))
     rng = np.random.default_rng(7)
-    m, n, k = 300, 520, 1000
+    m, n, k = 300, 448, 1000
     a = cupy.asarray(rng.standard_normal((m, k)).astype(np.float16))
     b = cupy.asarray(rng.standard_normal((k, n)).astype(np.float16))
     out = cupy.full((m, n), np.nan, dtype=np.float16)
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = replace(matmul.configure(ma, mb, "float16", facts, kernel="wgmma", tile=(128, 256)), splits=1)
-    cfg = replace(gemm_kernels.paired_config(cfg, m, n, k, facts), stream_k=stream_k)
+    cfg = replace(gemm_kernels.paired_config(cfg, ma, mb, facts), stream_k=stream_k)
     assert cfg.stages == 3 and gemm_kernels.epi_bufs_of(cfg) == 4
     matmul.launch(cfg, ma, mb, out.data.ptr, n, stream=stream, facts=facts)
     stream.sync()

@@ -116,8 +116,11 @@ def test_a_kernel_row_names_its_tile_split_and_pairs():
     def m(rows, cols):
         return Matrix(None, 1 << 30, rows, cols, cols, 1, "bfloat16", 0)
 
-    assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs stream-K"
+    assert config_label(matmul.configure(m(3000, 7000), m(7000, 5000), "bfloat16", facts)) == "tile 128x256 pairs"
+    assert config_label(matmul.configure(m(2048, 2048), m(2048, 2048), "bfloat16", facts)) == "tile 128x256"
     assert config_label(matmul.configure(m(4096, 4096), m(4096, 4096), "bfloat16", facts)) == "tile 128x256 pairs"
+    assert config_label(matmul.configure(m(8192, 8192), m(8192, 8192), "bfloat16", facts)) == \
+        "tile 128x256 pairs stream-K"
     assert config_label(matmul.configure(m(8192, 8192), m(8192, 8192), "bfloat16", facts, tile=(128, 128))) == \
         "tile 128x128 stream-K"
     split = matmul.configure(m(256, 16384), m(16384, 256), "bfloat16", facts)

@@ -1,15 +1,15 @@
-"""`bench --plan`'s measurements on the GPU (asynccopy.bench.model_check): the baseline's compute per tile
+"""`bench --plan`'s measurements on the GPU (asynccopy.bench.model_traces): the baseline's compute per tile
 and each variant's own costs, from traced runs."""
 
 import pytest
 
-from asynccopy.bench import model_check
+from asynccopy.bench import model_traces
 from asynccopy.bench.stream_bench import Row, StreamBench
 
 
 @pytest.mark.cc(8, 0)
 def test_compute_per_tile_grows_with_the_intensity():
-    got = model_check.measured_compute_ns((0, 4, 16))
+    got = model_traces.measured_compute_ns((0, 4, 16))
     assert sorted(got) == [0, 4, 16]
     assert 0 < got[0] < got[4] < got[16] < 100_000
 
@@ -22,7 +22,7 @@ def test_overheads_from_real_traces():
             Row("pipeline", "pipeline", 4, None, None, "LDGSTS", 0, 1.0, 1.0, 1.0),
             Row("sync", "sync", 1, None, None, "LDG", 0, 1.0, 1.0, 1.0)]  # a fixed stage count is not traced
     lines = []
-    ov = model_check.measured_overheads(StreamBench({}, 1 << 20, 4096, 256, 1, 0.5, 4000.0, rows), 8,
+    ov = model_traces.measured_overheads(StreamBench({}, 1 << 20, 4096, 256, 1, 0.5, 4000.0, rows), 8,
                                         progress=lines.append)
     assert set(ov) == {"ldgsts vec16 .cg", "ws_tma p1", "pipeline"} and len(lines) == 3
     ld, ws = ov["ldgsts vec16 .cg"], ov["ws_tma p1"]
