@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from . import build
 from .errors import ArgumentError
-from .gemm_schedule import split_count, stream_k_pays, stream_k_plan
+from .gemm_schedule import split_count, stream_k_pays, stream_k_plan, work_units
 from .matrix import ITEMSIZE
 
 DTYPES = ("bfloat16", "float16", "float32")
@@ -112,7 +112,7 @@ class GemmKernel:
         if pairing is self.pairing_off_lines:
             return True
         tiles_m, tiles_n, kb = -(-a.rows // tile[0]), -(-b.cols // tile[1]), -(-a.cols // self.bk)
-        tiles, units = tiles_m * tiles_n, -(-tiles_m // 2) * tiles_n
+        tiles, units = tiles_m * tiles_n, work_units(tiles_m, tiles_n, "b")
 
         def waves(count: int, workers: int, stream_k: bool) -> float:
             return count / workers if stream_k and stream_k_pays(count, kb, workers) else -(-count // workers)
@@ -311,7 +311,7 @@ def paired_config(cfg: GemmConfig, a, b, facts, stages=None) -> GemmConfig:
         stages = min(pairing.stages, rec.max_stages(cfg.tile, limit, size, bufs))
     elif stages > rec.max_stages(cfg.tile, limit, size, bufs):
         bufs = 2
-    units, kb = -(-a.rows // (2 * cfg.tile[0])) * -(-b.cols // cfg.tile[1]), -(-a.cols // rec.bk)
+    units, kb = work_units(-(-a.rows // cfg.tile[0]), -(-b.cols // cfg.tile[1]), "b"), -(-a.cols // rec.bk)
     sk = rec.stream_k and pairing.stream_k and cfg.splits == 1 and stream_k_pays(units, kb, facts.sm_count // 2)
     return replace(cfg, stages=stages, defines=paired_defines(bufs), stream_k=sk)
 

@@ -5,6 +5,13 @@ same pieces (asynccopy/gemm.cuh)."""
 
 from __future__ import annotations
 
+
+def work_units(tiles_m: int, tiles_n: int, share: str | None = None) -> int:
+    """The units a persistent grid walks: the output tiles, or cluster pairs of them where a pair shares an operand
+    ("a": two tiles of a tile-row; "b": two of a tile-column; an odd last one is a pair with a block past the matrix)."""
+    return {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
+
+
 MIN_SPLIT_BLOCKS = 8  # k-blocks a split of k keeps at least: fewer, and the partials cost more than they save
 MAX_SPLITS = 16
 

@@ -40,7 +40,7 @@ from .gemm_kernels import (
     paired_config,
     paired_defines,
 )
-from .gemm_schedule import split_count, stream_k_pays, stream_k_plan
+from .gemm_schedule import split_count, stream_k_pays, stream_k_plan, work_units
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 __all__ = ["CLUSTER_KNOB", "DTYPES", "EPI_BUFS_KNOB", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED",
@@ -159,7 +159,7 @@ def stream_k_default(rec: GemmKernel, a: Matrix, b: Matrix, tile: tuple[int, int
     SMs that wave leaves idle cost more than the sharing (gemm_schedule.stream_k_pays). With ``share`` "a" or "b"
     the units are cluster pairs of tiles sharing that operand, over half the SMs."""
     tiles_m, tiles_n = -(-a.rows // tile[0]), -(-b.cols // tile[1])
-    units = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
+    units = work_units(tiles_m, tiles_n, share)
     return (rec.stream_k and splits == 1
             and stream_k_pays(units, -(-a.cols // rec.bk), sms // 2 if share else sms))
 
@@ -299,8 +299,7 @@ def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, 
         c_arg, ld_arg = c_ptr, ldc
     tiles_n = -(-n // bn)
     tiles_m = -(-m // bm)
-    pairs = {"a": tiles_m * -(-tiles_n // 2), "b": -(-tiles_m // 2) * tiles_n}.get(share, tiles_m * tiles_n)
-    units = pairs * splits  # tiles (pairs of them where a pair multicasts) x splits
+    units = work_units(tiles_m, tiles_n, share) * splits  # tiles (pairs of them where a pair multicasts) x splits
     kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
     # the workers: blocks, or clusters (the grid counts clusters then: as many as can be resident at once, asked
     # once a kernel), at most one per unit

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from .. import device, tuning
 from ..errors import ArgumentError, AsyncCopyError, check_int
 from ..gemm_kernels import DTYPES, KERNELS, GemmConfig, cluster_of, epi_bufs_of, itemsize, paired_config
-from ..gemm_schedule import split_count, stream_k_plan
+from ..gemm_schedule import split_count, stream_k_plan, work_units
 from ..matmul import check_operands, configure, launch, matrix, pair_k_config, stream_k_default, why_not
 from ..matrix import alignment
 from .harness import median, time_ms
@@ -85,7 +85,7 @@ def candidates(base: GemmConfig, names, a, b, facts) -> list[GemmConfig]:
                         # with the staging buffers that fit beside these stages, their last wave shared and not
                         paired = paired_config(alone, a, b, facts, stages)
                         out.append(replace(paired, stream_k=False))
-                        pairs = -(-tiles_m // 2) * tiles_n  # the units: two tiles of a tile-column
+                        pairs = work_units(tiles_m, tiles_n, "b")
                         if rec.stream_k and sp == 1 and stream_k_plan(pairs, kb, facts.sm_count // 2)[0] > 0:
                             out.append(replace(paired, stream_k=True))
                     if tile == rec.pair_k_tile and sp == 1 and kb >= 2:
