@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import asynccopy
-from asynccopy import matmul
+from asynccopy import gemm_kernels, matmul
 from tests.gpu.conftest import require_cc
 
 # (m, k, n): ones, edges of the 128 x 256 x 64 tiles, odd sizes, long and skinny
@@ -395,3 +395,23 @@ def test_the_default_shares_a_last_wave_out_on_a_side_stream(torch, facts):
     side.synchronize()
     ref = ha @ hb
     assert np.linalg.norm(c.double().cpu().numpy() - ref) / np.linalg.norm(ref) < TOL["bfloat16"]
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("m, k, n, layout, paired_stages", [
+    (3072, 3072, 3072, "nn", 3),  # B's rows on 128-byte lines: 3 stages, four staging buffers, stream-K
+    (3072, 3072, 3072, "nt", 3),  # x @ w.T: B K-major
+    (4000, 1536, 3000, "nn", 4),  # B's rows 6000 bytes apart, off the lines: 4 stages, two buffers
+])
+def test_the_default_pairs_of_a_large_product(torch, facts, m, k, n, layout, paired_stages):
+    """The default of a product of several waves of 128 x 256 tiles on a GPU of 132 SMs: cluster pairs sharing B
+    (the configuration gemm_kernels.pairing gives for how B sits), through asynccopy.gemm into a poisoned C."""
+    a = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty(k, n, device="cuda", dtype=torch.bfloat16) if layout == "nn" else \
+        torch.empty(n, k, device="cuda", dtype=torch.bfloat16).T
+    ma, mb = (matmul.matrix(x, "x", stream=asynccopy.arrays.resolve_stream(None, x)) for x in (a, b))
+    cfg = matmul.configure(ma, mb, "bfloat16", facts)
+    if facts.sm_count == 132:
+        assert cfg.tile == (128, 256) and dict(cfg.defines).get(matmul.CLUSTER_KNOB) == 2, cfg
+        assert cfg.stages == paired_stages and (cfg.stages == 3) == (gemm_kernels.epi_bufs_of(cfg) == 4), cfg
+    _check(torch, None, m, k, n, layout, "bfloat16", None)
