@@ -2,6 +2,7 @@
 and the best measured stage count per variant, the simulator's error, the plot, and saved runs."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -336,7 +337,9 @@ def test_stores_yield_to_copies_and_the_compute_at_zero_holds_no_store_stall():
 def test_a_recorded_run_on_another_tile_and_thread_count_stays_within_its_figures():
     """The recorded H200 run at tile 2048 floats x 128 threads (held out from the memory curve's fit; the model with
     stores yielding to copies and the compute at intensity 0 capped at sync's, 2026-12-02): the planner within 5% of
-    the best for 44 of 48 pairs, the simulator within 10% of every measured stage count for 31 (26 before both)."""
+    the best for 44 of 48 pairs, the simulator within 10% of every measured stage count for 31 (26 before both; 30
+    since a bulk-copy producer's issue holds no waits: ws_tma p2 at intensity 8, 9% under at 3-8 stages and within 1%
+    at 2 on an issue of 851 ns that was its consumers' period, is 15% under at 3-8 on its 258 ns at intensity 0)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / "h200_plan_tile2048_128threads.json"
@@ -344,7 +347,7 @@ def test_a_recorded_run_on_another_tile_and_thread_count_stays_within_its_figure
     assert (result.tile, result.threads, result.blocks_per_sm) == (2048, 128, 1)
     _, rows = model_check.check(result, compute, overheads, plan_file.load_memory(data).curve)
     planner, within10, within25, pairs = model_check.summary_counts(rows)
-    assert pairs == 48 and planner >= 44 and within10 >= 31 and within25 >= 47
+    assert pairs == 48 and planner >= 44 and within10 >= 30 and within25 >= 47
 
 
 def test_at_small_tiles_the_planner_keeps_the_curves_bytes_in_flight_where_it_costs_no_occupancy():
@@ -419,7 +422,7 @@ def test_the_one_stage_loop_takes_the_baselines_latency_at_its_residency_only():
 @pytest.mark.parametrize("name, with_it, without_it", [
     ("h200_plan_tile16384_512threads.json", 41, 11),
     ("h200_plan_tile2048_2blocks_rule.json", 34, 8),
-    ("h200_plan_default.json", 44, 43),
+    ("h200_plan_default.json", 43, 43),
 ])
 def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, without_it):
     """Recorded H200 runs (2026-12-02/03). A one-stage loop's copy latency falls as the compute grows (the SMs drift
@@ -428,7 +431,9 @@ def test_one_stage_loops_on_the_baselines_latency(monkeypatch, name, with_it, wi
     time) plus the kernel's barrier put the one-stage variants 7-49% over there; on the baseline's latency at each
     intensity the simulator is within 10% of every stage count for 36 of 48 pairs (11 on the curve), 24 (8) at tile
     2048 x 2 blocks, and the default regime does not lose (44, 43). Since a late copy holds a multi-stage loop's
-    barrier and two-stage loops of computing threads take the baseline's chain: 41, 34 and 44."""
+    barrier and two-stage loops of computing threads take the baseline's chain: 41, 34 and 44 (43 since a bulk-copy
+    producer's issue holds no waits: ws_tma p2 at 2 stages and intensity 8, -7% on the issue that held them, -11% on
+    the one at intensity 0)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -542,7 +547,7 @@ def test_a_one_stage_producer_hands_off_at_the_runs_least_handoff():
 @pytest.mark.parametrize("name, with_it, without_it", [
     ("h200_plan_tile8192_256threads.json", 46, 43),
     ("h200_plan_tile16384_512threads.json", 40, 36),
-    ("h200_plan_tile1024_64threads_2blocks.json", 31, 31),
+    ("h200_plan_tile1024_64threads_2blocks.json", 30, 30),
 ])
 def test_one_stage_producers_on_the_runs_least_handoff(monkeypatch, name, with_it, without_it):
     """Recorded H200 runs (2026-12-02/04). One-stage producer loops ran at sync's pace (0.95-1.07x at tiles of 4096
@@ -550,7 +555,7 @@ def test_one_stage_producers_on_the_runs_least_handoff(monkeypatch, name, with_i
     8192 (the TMA producers of the same runs 79-92) and put those loops 12-29% over. At the run's least handoff the
     simulator is within 10% of every stage count for 46 of 48 pairs at tile 8192 x 256 (43 before), 40 at 16384 x 512
     (36), and the short tile, whose handoffs were all small, does not lose (26 and 26 then; 31 and 31 since a late copy
-    holds a multi-stage loop's barrier)."""
+    holds a multi-stage loop's barrier; 30 and 30 since a bulk-copy producer's issue holds no waits)."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -654,7 +659,7 @@ def _recorded(name):
 
 
 @pytest.mark.parametrize("name, with_it, without_it", [
-    ("h200_plan_default.json", 44, 34),
+    ("h200_plan_default.json", 43, 34),
     ("h200_plan_tile2048_512threads_tracecost.json", 42, 29),
 ])
 def test_two_stage_loops_of_computing_threads_on_the_baselines_chain(monkeypatch, name, with_it, without_it):
@@ -662,7 +667,8 @@ def test_two_stage_loops_of_computing_threads_on_the_baselines_chain(monkeypatch
     keeps one copy a block in flight: at intensity 0 its period measured the baseline's one-stage latency + 40-80 ns
     in every regime where it is latency-bound, while the curve's latency at the blocks' one tile each (the barrier
     inside it) was 7-11% under at tile 4096 x 256 threads and 2048 x 512. On the larger of the two the simulator is
-    within 10% of every stage count for 44 and 42 of 48 pairs; on the curve's alone 34 and 29."""
+    within 10% of every stage count for 44 and 42 of 48 pairs; on the curve's alone 34 and 29 (43 and 34 at tile 4096
+    since a bulk-copy producer's issue holds no waits)."""
     result, compute, overheads, curve = _recorded(name)
     _, rows = model_check.check(result, compute, overheads, curve)
     assert model_check.summary_counts(rows)[1] >= with_it
@@ -672,15 +678,15 @@ def test_two_stage_loops_of_computing_threads_on_the_baselines_chain(monkeypatch
 
 
 @pytest.mark.parametrize("name, with_it, without_it", [
-    ("h200_plan_tile1024_128threads_2blocks.json", 39, 18),
-    ("h200_plan_tile1024.json", 29, 4),
+    ("h200_plan_tile1024_128threads_2blocks.json", 42, 20),
+    ("h200_plan_tile1024.json", 30, 4),
 ])
 def test_a_late_copy_holds_the_barrier_on_recorded_runs(monkeypatch, name, with_it, without_it):
     """Recorded H200 runs at tile 1024 (2026-12-03/04). The two-stage loops of computing threads at intensity 0-2 ran
     at the curve's latency for the blocks' one tile each (722 ns a tile against 714 at 256 threads, 870 against 869 at
     128 threads x 2 blocks), where the simulator added the barrier traced with the data there (94-170 ns) after the
     copy landed: 11-18% over. With the barrier inside a late copy's latency: within 10% of every stage count for 39
-    and 29 of 48 pairs, 18 and 4 without."""
+    and 29 of 48 pairs, 18 and 4 without (42 and 30, 20 and 4 since a bulk-copy producer's issue holds no waits)."""
     from asynccopy.model import simulate
 
     result, compute, overheads, curve = _recorded(name)
@@ -689,3 +695,38 @@ def test_a_late_copy_holds_the_barrier_on_recorded_runs(monkeypatch, name, with_
     monkeypatch.setattr(simulate._Run, "_begin", lambda self, ready, b: max(ready, self.last_end[b]) + self.c.barrier_ns)
     _, rows = model_check.check(result, compute, overheads, curve)
     assert model_check.summary_counts(rows)[1] <= without_it
+
+
+def test_a_bulk_copy_producers_issue_holds_no_waits():
+    """A TMA producer's issue traced at the high intensity that reaches its consumers' compute + gap there is the
+    spacing of its waits for their buffers: the check takes its issue at intensity 0 (one instruction a tile)."""
+    waited = Overheads(150.0, 1300.0, 8, 4000.0, 250.0, True, handoff_ns=80.0, issue_lo_ns=250.0)
+    busy = replace(waited, issue_ns=1000.0)  # under the period of 1550 ns: a producer that did not wait
+    ops = {"tma": "UBLKCP", "tensor": "UTMALDG", "ldgsts": "LDGSTS"}
+    out = model_check.bulk_issue({"tma": waited, "tensor": waited, "ldgsts": waited}, ops)
+    assert out["tma"].issue_ns == out["tensor"].issue_ns == 250.0
+    assert out["tma"].issue_at(8) == 250.0 and out["tma"].compute_hi == 1300.0
+    assert out["ldgsts"] == waited  # an LDGSTS producer's issue is a tile's worth of instructions: kept
+    assert model_check.bulk_issue({"tma": busy}, ops)["tma"] == busy
+    threads = replace(waited, producer=False)  # computing threads' issue is not a producer's spacing
+    assert model_check.bulk_issue({"tma": threads}, ops)["tma"] == threads
+
+
+@pytest.mark.parametrize("name, sim_with, sim_without, plan_with, plan_without", [
+    ("h200_plan_tile1024_128threads_2blocks.json", 42, 39, 46, 46),
+    ("h200_plan_tile4096_512threads_2blocks.json", 25, 24, 48, 46),
+])
+def test_bulk_copy_producers_issue_on_recorded_runs(monkeypatch, name, sim_with, sim_without, plan_with,
+                                                     plan_without):
+    """Recorded H200 runs (development half). At tile 1024 x 128 threads x 2 blocks the TMA producers' issue traced at
+    intensity 8 read 830-870 ns a tile against a period of 670-750 (250-270 at intensity 0), and their deep pipelines
+    came out producer-paced, 13-20% over; at tile 4096 x 512 threads x 2 blocks tma_1d_pipeline and ws_tma p1 read
+    3.9 and 4.7 us, and the planner gave them one stage where four are 1.3x faster."""
+    result, compute, overheads, curve = _recorded(name)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    planner_ok, within10, _, _ = model_check.summary_counts(rows)
+    assert within10 >= sim_with and planner_ok >= plan_with
+    monkeypatch.setattr(model_check, "bulk_issue", lambda overheads, copy_ops: overheads)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    planner_ok, within10, _, _ = model_check.summary_counts(rows)
+    assert within10 <= sim_without and planner_ok <= plan_without
