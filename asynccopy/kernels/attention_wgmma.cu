@@ -84,6 +84,11 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_BN
 #define ASYNCCOPY_ATTN_BN 0
 #endif
+//   ASYNCCOPY_ATTN_PREFETCH_MAPS: 1 (default), thread 0 prefetches the four tensor maps into the TMA unit's
+//   descriptor cache as the block starts (Q's first load then does not wait for its map's fetch); 0: no prefetch.
+#ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
+#define ASYNCCOPY_ATTN_PREFETCH_MAPS 1
+#endif
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
 // named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
@@ -347,6 +352,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     // (K is handed back once S = Q K^T is done, V once P V is: the producer refills K a softmax earlier).
     __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];
     if (threadIdx.x == 0) {
+        if (ASYNCCOPY_ATTN_PREFETCH_MAPS) {
+            ac::tensormap_prefetch(&map_q);
+            ac::tensormap_prefetch(&map_k);
+            ac::tensormap_prefetch(&map_v);
+            ac::tensormap_prefetch(&map_o);
+        }
         ac::mbarrier_init(&full_q, 1);
         for (int s = 0; s < STAGES; ++s) {
             ac::mbarrier_init(&full_k[s], 1);

@@ -89,6 +89,12 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_EPI_BUFS
 #define ASYNCCOPY_WGMMA_EPI_BUFS 2
 #endif
+//   ASYNCCOPY_WGMMA_PREFETCH_MAPS 1 (default): thread 0 prefetches the three tensor maps into the TMA unit's
+//                             descriptor cache at the kernel's start (the first loads then do not wait for the
+//                             maps' fetch); 0: no prefetch
+#ifndef ASYNCCOPY_WGMMA_PREFETCH_MAPS
+#define ASYNCCOPY_WGMMA_PREFETCH_MAPS 1
+#endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;
 static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of one or two blocks");
@@ -443,6 +449,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     __shared__ ac::mbarrier_t full[STAGES], empty[STAGES];
     __shared__ ac::mbarrier_t red_full[PAIR_K ? CONSUMERS : 1], red_empty[PAIR_K ? CONSUMERS : 1];  // pair_reduce's
     static_assert(STAGES <= 32 && (STAGE_BYTES % 1024) == 0, "stages of whole 1024-byte swizzle repeats");
+    if (ASYNCCOPY_WGMMA_PREFETCH_MAPS && threadIdx.x == 0) {
+        ac::tensormap_prefetch(&map_a);
+        ac::tensormap_prefetch(&map_b);
+        if (ALIGN == 16) ac::tensormap_prefetch(&map_c);
+    }
     if (threadIdx.x < STAGES) {
         ac::mbarrier_init(&full[threadIdx.x], 1);                          // the producer's arrive_expect_tx
         ac::mbarrier_init(&empty[threadIdx.x], 4 * CONSUMERS * (MULTICAST ? CLUSTER : 1));  // one arrival per

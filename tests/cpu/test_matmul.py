@@ -37,6 +37,8 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
     for op in cfg.record.sass + ("USETMAXREG",):
         assert op in sass, f"no {op} in {cfg.name_expression()}"
     assert ("UTMASTG" in sass) == (cfg.align == 16), "C leaves through TMA stores exactly when it is 16-byte aligned"
+    # the tensor maps prefetched into the TMA unit's descriptor cache as the block starts (tma.cuh tensormap_prefetch)
+    assert "UTMACCTL" in sass, "no prefetch.tensormap"
     # f16 inputs print as HGMMA.64xNx16.F32 (no input type), bf16 as ...F32.BF16
     assert re.search(rf"HGMMA\.64x{cfg.tile_n}x16\.F32{'.BF16' if cfg.dtype == 'bfloat16' else ' '}", sass)
     # the transposes: an MN-major operand is read with the transpose flag

@@ -241,4 +241,11 @@ __device__ __forceinline__ void fence_proxy_tensormap_acquire(const TensorMap* g
                  : "memory");
 }
 
+// Start fetching a tensor map (a kernel's __grid_constant__ parameter or one in global memory) into the TMA
+// unit's descriptor cache, so that the first copy through it does not wait for that fetch; no completion.
+__device__ __forceinline__ void tensormap_prefetch(const TensorMap* map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
 }  // namespace asynccopy
