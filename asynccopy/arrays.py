@@ -8,6 +8,7 @@ cuda.core buffer handed over by DLPack.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +131,8 @@ def resolve_stream(stream: object, like: object | None = None):
     input's framework (CuPy, PyTorch), else the device's default stream."""
     from cuda.core import Device, Stream
 
+    if stream is not None and not isinstance(stream, Stream):
+        _check_stream(stream)  # before the driver: a wrong kind is named, not a driver error
     dev = Device()
     dev.set_current()
     if stream is None and like is not None:
@@ -156,6 +159,53 @@ def resolve_stream(stream: object, like: object | None = None):
             return _from_handle(dev.device_id, getattr(stream, attr))
     raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, "
                         f"got {type(stream).__name__}")
+
+
+def _check_stream(stream: object) -> None:
+    """ArgumentError for a ``stream`` that resolve_stream cannot take: neither __cuda_stream__ nor a handle (an int
+    in [0, 2**64), or a ``cuda_stream`` / ``ptr`` attribute holding one)."""
+    if hasattr(stream, "__cuda_stream__"):
+        return
+    handle = stream if isinstance(stream, int) else next(
+        (getattr(stream, a) for a in ("cuda_stream", "ptr") if isinstance(getattr(stream, a, None), int)), None)
+    if handle is None or isinstance(stream, bool):
+        raise ArgumentError(f"stream must be a cuda.core Stream, an object with __cuda_stream__, or an int, "
+                            f"got {type(stream).__name__}")
+    if not 0 <= handle < 1 << 64:
+        raise ArgumentError(f"stream must be a cudaStream_t handle in [0, 2**64), got {handle}")
+
+
+def span(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int, bool]:
+    """The bytes [first, end) a strided array's elements lie in ((0, 0) when it has none), and whether they fill
+    them (dense: no gaps, no repeats); a negative stride only on an axis of extent 1."""
+    if 0 in shape:
+        return 0, 0, True
+    end = ptr + itemsize * (1 + sum((e - 1) * s for e, s in zip(shape, strides)))
+    return ptr, end, end - ptr == itemsize * math.prod(shape)
+
+
+def self_overlapping(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two indices of a strided array may reach one element: sorted by stride, an axis of extent > 1 that does
+    not step past all that the smaller ones reach (a broadcast view, or axes interleaved)."""
+    if 0 in shape:
+        return False
+    reach = 0
+    for stride, extent in sorted(zip(strides, shape)):
+        if extent > 1:
+            if stride <= reach:
+                return True
+            reach += (extent - 1) * stride
+    return False
+
+
+def check_apart(name: str, out: tuple[int, int, bool], inputs) -> None:
+    """ArgumentError when output ``name`` (its span) shares elements with an input ((name, span) pairs): the kernels
+    would overwrite what they read. As PyTorch's check of out=: spans that meet where both are dense, or that start
+    at one address; views with gaps that meet (columns of one buffer, side by side) are taken as apart."""
+    for other, (lo, hi, dense) in inputs:
+        if lo < out[1] and out[0] < hi and ((dense and out[2]) or lo == out[0]):
+            raise ArgumentError(f"{name} overlaps {other} (an input): the kernels would overwrite {other} while they "
+                                f"read it; pass a separate {name}")
 
 
 def _layout(obj: object, name: str):

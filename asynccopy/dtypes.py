@@ -21,13 +21,29 @@ _ALIASES = {"bf16": "bfloat16", "f16": "float16", "fp16": "float16", "half": "fl
 
 def dtype_name(dtype) -> str:
     """The type name of a NumPy dtype or a name ('bfloat16', 'bf16', 'tfloat32', ...); an unknown
-    one comes back as its own text (callers check it against DTYPES and name the known ones)."""
+    one comes back as its own text (callers check it against DTYPES and name the known ones). A PyTorch dtype
+    (torch.float32) is named as NumPy's."""
+    if not isinstance(dtype, str) and type(dtype).__module__ == "torch":
+        dtype = str(dtype).removeprefix("torch.")
     if isinstance(dtype, str):
         dtype = _ALIASES.get(dtype.lower(), dtype)
         if dtype in DTYPES:
             return dtype
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         return str(dtype)
     return dt.name  # numpy names, and "bfloat16" from ml_dtypes
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of a type name: bfloat16 from ml_dtypes (an error saying so where it is missing)."""
+    if name != "bfloat16":
+        return np.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:
+        from .errors import AsyncCopyError
+
+        raise AsyncCopyError("a bfloat16 result needs the ml_dtypes package (pip install ml_dtypes)") from None
+    return np.dtype(ml_dtypes.bfloat16)

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import arrays, build, device, memo, tuning, workspace
 from . import cluster as clusters
-from .dtypes import dtype_name
+from .dtypes import dtype_name, numpy_dtype
 from .errors import ArgumentError, check_int
 from .gemm_kernels import (
     _STORAGE,
@@ -44,7 +44,7 @@ from .gemm_schedule import split_count, stream_k_pays, stream_k_plan, work_units
 from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
 
 __all__ = ["CLUSTER_KNOB", "DTYPES", "EPI_BUFS_KNOB", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED",
-           "PAIR_BULK_KNOB", "PAIR_K", "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands",
+           "PAIR_BULK_KNOB", "PAIR_K", "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "check_out",
            "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default", "stream_k_pays",
            "stream_k_plan", "why_not"]
 
@@ -344,8 +344,12 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     of the shared-memory pipeline (default: as many as fit)."""
     if stages is not None:
         check_int(stages, "stages", 1, 32)
+    if kernel is not None and not isinstance(kernel, str):
+        raise ArgumentError(f"kernel must be a name ({', '.join(KERNELS)}), got {type(kernel).__name__}")
     arrays.check_device_array(a, "a")
     arrays.check_device_array(b, "b")
+    if out is not None:
+        arrays.check_device_array(out, "out")
     facts = device.current()
     s = arrays.resolve_stream(stream, a)
     ma, mb = matrix(a, "a", stream=s), matrix(b, "b", stream=s)
@@ -356,32 +360,38 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     m, k, n = ma.rows, ma.cols, mb.cols
     if m and n:
         if k == 0:
-            _zero(dst.ptr, m, n, ldc, np.dtype(_np_dtype(out_dtype)).itemsize, s)
+            _zero(dst.ptr, m, n, ldc, ITEMSIZE[out_dtype], s)
         else:
             launch(cfg, ma, mb, dst.ptr, ldc, stream=s, facts=facts)
     return dst.finish(s)
 
 
-def _np_dtype(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
+def check_out(c: Matrix, a: Matrix, b: Matrix, out_dtype: str) -> int:
+    """C's leading dimension, once ``out`` (as c) is checked: [m x n] of out_dtype, rows contiguous, on A's device, apart
+    from A and B."""
+    m, n = a.rows, b.cols
+    if (c.rows, c.cols) != (m, n):
+        raise ArgumentError(f"out must be [{m} x {n}], got [{c.rows} x {c.cols}]")
+    if c.dtype != out_dtype:
+        raise ArgumentError(f"out must be {out_dtype}, got {c.dtype}")
+    if m and n > 1 and c.col_stride != 1:  # (a column [m x 1] is rows of one element, any row stride)
+        raise ArgumentError("out must be row-major (unit column stride)")
+    if c.device_id != a.device_id:
+        raise ArgumentError(f"a is on device {a.device_id} and out on device {c.device_id}")
+    arrays.check_apart("out", _span(c), (("a", _span(a)), ("b", _span(b))))
+    return c.row_stride if m > 1 else n
 
-        return ml_dtypes.bfloat16
-    return np.dtype(name)
+
+def _span(x: Matrix) -> tuple[int, int]:
+    return arrays.span(x.ptr, (x.rows, x.cols), (x.row_stride, x.col_stride), ITEMSIZE[x.dtype])
 
 
 def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream) -> tuple[arrays.Output, int]:
     """Where C goes, and its leading dimension."""
     m, n = a.rows, b.cols
     if out is None:
-        like = arrays.DeviceArray(a.obj, a.ptr, m * n, (m, n), np.dtype(_np_dtype(out_dtype)), a.device_id)
+        like = arrays.DeviceArray(a.obj, a.ptr, m * n, (m, n), numpy_dtype(out_dtype), a.device_id)
         return arrays.empty_like(like, stream=stream), n
     arrays.check_writable(out, "out")
     c = matrix(out, "out", stream=stream)
-    if (c.rows, c.cols) != (m, n):
-        raise ArgumentError(f"out must be [{m} x {n}], got [{c.rows} x {c.cols}]")
-    if c.dtype != out_dtype:
-        raise ArgumentError(f"out must be {out_dtype}, got {c.dtype}")
-    if not c.row_major:
-        raise ArgumentError("out must be row-major (unit column stride)")
-    return arrays.Output(c.ptr, out), max(c.lead, n)
+    return arrays.Output(c.ptr, out), check_out(c, a, b, out_dtype)

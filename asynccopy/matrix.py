@@ -48,6 +48,9 @@ def matrix(obj, name: str, *, stream) -> Matrix:
     rows, cols = shape
     strides = tuple(strides) if strides is not None else (cols, 1)
     m = Matrix(obj, ptr, rows, cols, strides[0], strides[1], dtype, device_id)
+    if rows and cols and ((rows > 1 and m.row_stride <= 0) or (cols > 1 and m.col_stride <= 0)):
+        raise ArgumentError(f"{name} has element strides {strides} for shape {shape}: a broadcast (stride 0) or "
+                            f"reversed (negative stride) view; make it contiguous")
     if rows > 1 and cols > 1 and m.col_stride != 1 and m.row_stride != 1:
         raise ArgumentError(f"{name} must be row-major or column-major (a transposed view); got element strides "
                             f"{strides} for shape {shape}")

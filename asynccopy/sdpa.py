@@ -39,7 +39,7 @@ from .attention_kernels import (
     key_split,
     with_turns,
 )
-from .dtypes import dtype_name
+from .dtypes import dtype_name, numpy_dtype
 from .errors import ArgumentError, check_float, check_int
 from .matrix import ITEMSIZE
 
@@ -109,6 +109,8 @@ def _check_rows(t: Tensor4) -> None:
                             f"(shape {t.shape})")
     if t.dtype not in DTYPES:
         raise ArgumentError(f"{t.name} must be {' or '.join(DTYPES)}, got {t.dtype}")
+    if 0 in t.shape:  # no element: nothing is read or written, whatever its strides (CuPy's are 0 there)
+        return
     if t.shape[3] > 1 and t.strides[3] != 1:
         raise ArgumentError(f"{t.name}'s head_dim must be contiguous (element stride 1), got stride {t.strides[3]} "
                             f"(shape {t.shape}, strides {t.strides})")
@@ -117,7 +119,9 @@ def _check_rows(t: Tensor4) -> None:
         raise ArgumentError(f"{t.name}'s data pointer {t.ptr:#x} is not {ROW_ALIGN}-byte aligned (an offset view?); "
                             f"the kernels copy 16-byte chunks of each row")
     for axis in range(3):
-        if t.shape[axis] > 1 and (t.strides[axis] * size) % ROW_ALIGN:
+        if t.shape[axis] > 1 and (t.strides[axis] < 0 or (t.strides[axis] * size) % ROW_ALIGN):
+            if t.strides[axis] < 0:
+                raise ArgumentError(f"{t.name}'s {AXES[axis]} stride {t.strides[axis]} is negative (a reversed view)")
             raise ArgumentError(f"{t.name}'s {AXES[axis]} stride {t.strides[axis]} elements ({t.strides[axis] * size} "
                                 f"bytes) is not a multiple of {ROW_ALIGN} bytes; the kernels copy 16-byte chunks of "
                                 f"each row (make it contiguous)")
@@ -147,8 +151,8 @@ def check_inputs(q: Tensor4, k: Tensor4, v: Tensor4) -> Problem:
     return Problem(b, hq, hkv, lq, lk, d, q.dtype)
 
 
-def check_out(out: Tensor4, p: Problem, device_id: int = 0) -> None:
-    """``out`` as a kernel writes it: q's shape and dtype, rows as the inputs' (any strides otherwise)."""
+def check_out(out: Tensor4, p: Problem, device_id: int = 0, inputs: tuple[Tensor4, ...] = ()) -> None:
+    """``out`` as a kernel writes it: q's shape and dtype, rows as the inputs', no element twice, apart from inputs."""
     _check_rows(out)
     want = (p.batch, p.heads, p.q_len, p.head_dim)
     if out.shape != want:
@@ -157,8 +161,10 @@ def check_out(out: Tensor4, p: Problem, device_id: int = 0) -> None:
         raise ArgumentError(f"out must be {p.dtype} (q's dtype), got {out.dtype}")
     if out.device_id != device_id:
         raise ArgumentError(f"q is on device {device_id} and out on device {out.device_id}")
-    if any(st == 0 and n > 1 for st, n in zip(out.strides, out.shape)):
+    if arrays.self_overlapping(out.shape, out.strides):
         raise ArgumentError(f"out overlaps itself (a broadcast view? strides {out.strides} for shape {out.shape})")
+    spans = [(t.name, arrays.span(t.ptr, t.shape, t.strides, ITEMSIZE[t.dtype])) for t in (out, *inputs)]
+    arrays.check_apart("out", spans[0][1], spans[1:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,28 +348,22 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
 LOG2E = 1.4426950408889634
 
 
-def _np_dtype(name: str):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
 def _new(like: Tensor4, shape: tuple[int, ...], dtype: str, stream) -> arrays.Output:
     size = int(np.prod(shape, dtype=np.int64))
-    src = arrays.DeviceArray(like.obj, like.ptr, size, shape, _np_dtype(dtype), like.device_id)
+    src = arrays.DeviceArray(like.obj, like.ptr, size, shape, numpy_dtype(dtype), like.device_id)
     return arrays.empty_like(src, stream=stream)
 
 
-def _check_flags(causal, scale, stages, return_lse) -> None:
+def _check_flags(causal, scale, stages, return_lse, kernel) -> int | None:
+    """The caller's stage count as an int, once the flags and kernel are checked."""
     for name, flag in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ArgumentError(f"{name} must be True or False, got {flag!r}")
     if scale is not None:
         check_float(scale, "scale")
-    if stages is not None:
-        check_int(stages, "stages", 1, max(rec.max_stages for rec in KERNELS.values()))
+    if kernel is not None and not isinstance(kernel, str):
+        raise ArgumentError(f"kernel must be a name ({', '.join(KERNELS)}), got {type(kernel).__name__}")
+    return None if stages is None else check_int(stages, "stages", 1, max(rec.max_stages for rec in KERNELS.values()))
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kernel: str | None = None, out=None,
@@ -379,7 +379,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
     ``stages``: the depth of the K/V pipeline (default: the kernel's, within the shared memory)."""
     for name, x in (("q", q), ("k", k), ("v", v)) + ((("out", out),) if out is not None else ()):
         arrays.check_device_array(x, name)
-    _check_flags(causal, scale, stages, return_lse)
+    stages = _check_flags(causal, scale, stages, return_lse, kernel)
     facts = device.current()
     s = arrays.resolve_stream(stream, q)
     tq, tk, tv = (tensor4(x, name, stream=s) for name, x in (("q", q), ("k", k), ("v", v)))
@@ -393,7 +393,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
     else:
         arrays.check_writable(out, "out")
         to = tensor4(out, "out", stream=s)
-        check_out(to, p, tq.device_id)
+        check_out(to, p, tq.device_id, (tq, tk, tv))
         dst = arrays.Output(to.ptr, out)
     lse = _new(tq, shape[:3], "float32", s) if return_lse else None
     launch(cfg, p, tq, tk, tv, to, lse.ptr if lse is not None else 0, scale, stream=s, facts=facts)
