@@ -155,8 +155,8 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
-              # no prefetch of the tensor maps as a block starts
-              "noprefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 0),)},
+              # the tensor maps prefetched into the TMA unit's descriptor cache as a block starts
+              "prefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 1),)},
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
     "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
 }

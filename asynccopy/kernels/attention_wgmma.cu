@@ -84,10 +84,11 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_BN
 #define ASYNCCOPY_ATTN_BN 0
 #endif
-//   ASYNCCOPY_ATTN_PREFETCH_MAPS: 1 (default), thread 0 prefetches the four tensor maps into the TMA unit's
-//   descriptor cache as the block starts (Q's first load then does not wait for its map's fetch); 0: no prefetch.
+//   ASYNCCOPY_ATTN_PREFETCH_MAPS: 1, thread 0 prefetches the four tensor maps into the TMA unit's descriptor cache
+//   as the block starts (so Q's first load need not wait for its map's fetch); 0 (default until it is timed on a
+//   GPU): no prefetch.
 #ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
-#define ASYNCCOPY_ATTN_PREFETCH_MAPS 1
+#define ASYNCCOPY_ATTN_PREFETCH_MAPS 0
 #endif
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;

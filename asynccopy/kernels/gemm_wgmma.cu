@@ -89,11 +89,11 @@ constexpr int CONSUMERS = 2;      // consumer warpgroups
 #ifndef ASYNCCOPY_WGMMA_EPI_BUFS
 #define ASYNCCOPY_WGMMA_EPI_BUFS 2
 #endif
-//   ASYNCCOPY_WGMMA_PREFETCH_MAPS 1 (default): thread 0 prefetches the three tensor maps into the TMA unit's
-//                             descriptor cache at the kernel's start (the first loads then do not wait for the
-//                             maps' fetch); 0: no prefetch
+//   ASYNCCOPY_WGMMA_PREFETCH_MAPS 1: thread 0 prefetches the three tensor maps into the TMA unit's descriptor cache
+//                             at the kernel's start (so the first loads need not wait for the maps' fetch); 0
+//                             (default until it is timed on a GPU): no prefetch
 #ifndef ASYNCCOPY_WGMMA_PREFETCH_MAPS
-#define ASYNCCOPY_WGMMA_PREFETCH_MAPS 1
+#define ASYNCCOPY_WGMMA_PREFETCH_MAPS 0
 #endif
 constexpr int GROUP_M = ASYNCCOPY_WGMMA_GROUP_M;  // tile-rows visited together (L2 reuse)
 constexpr int CLUSTER = ASYNCCOPY_WGMMA_CLUSTER;

@@ -127,8 +127,8 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
     # default build takes it at head dim 64 only
     assert "BAR.ARV" in pp and "BAR.ARV" not in over and "BAR.ARV" not in serial
     assert ("BAR.ARV" in default) == (d == 64)
-    # the four tensor maps prefetched as a block starts; the variant without it has no TMA cache control
-    assert "UTMACCTL" in default and "UTMACCTL" not in replace(base, defines=VARIANTS["wgmma"]["noprefetch"]).compile(
+    # the variant "prefetch": the four tensor maps prefetched as a block starts; the default build has no TMA cache control
+    assert "UTMACCTL" not in default and "UTMACCTL" in replace(base, defines=VARIANTS["wgmma"]["prefetch"]).compile(
         "sm_90a").sass()
     usage = build.disassemble(replace(base, defines=VARIANTS["wgmma"]["overlap"]).compile("sm_90a").cubin,
                               what="--dump-resource-usage")
