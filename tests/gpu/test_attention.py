@@ -173,12 +173,28 @@ def test_empty_queries_launch_nothing(torch):
     assert got.shape == (2, 4, 0, 64) and lse.shape == (2, 4, 0)
 
 
+def test_out_overlapping_an_input_is_refused_and_empty_cupy_arrays_give_an_empty_result(torch):
+    """out= the query tensor itself is named (the kernels would overwrite q while they read it); CuPy's empty arrays
+    (zero strides) through the whole call give an empty result of the caller's kind."""
+    from asynccopy.errors import ArgumentError
+
+    cupy = pytest.importorskip("cupy")
+    q = torch.randn(1, 2, 77, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ArgumentError, match="out overlaps q"):
+        asynccopy.attention(q, q, q, out=q)
+    empty = cupy.empty((2, 4, 0, 64), cupy.float16)  # no queries
+    keys = cupy.zeros((2, 4, 10, 64), cupy.float16)
+    got = asynccopy.attention(empty, keys, keys)
+    assert isinstance(got, cupy.ndarray) and got.shape == (2, 4, 0, 64)
+
+
 @pytest.mark.cc(9, 0)
 @pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 64), (1, 2, 2, 300, 77, 128), (2, 2, 1, 333, 1000, 64),
                                    (1, 4, 4, 1000, 1000, 128)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
-@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176"])
+@pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176",
+                                     "prefetch"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works

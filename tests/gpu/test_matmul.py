@@ -415,3 +415,59 @@ def test_the_default_pairs_of_a_large_product(torch, facts, m, k, n, layout, pai
         assert cfg.tile == (128, 256) and dict(cfg.defines).get(matmul.CLUSTER_KNOB) == 2, cfg
         assert cfg.stages == paired_stages and (cfg.stages == 3) == (gemm_kernels.epi_bufs_of(cfg) == 4), cfg
     _check(torch, None, m, k, n, layout, "bfloat16", None)
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("shape", [(1, 64, 1), (300, 1000, 520), (2000, 700, 1900)])
+def test_the_map_prefetch_build_computes_the_same_product(torch, facts, shape):
+    """gemm_wgmma built with ASYNCCOPY_WGMMA_PREFETCH_MAPS=1 (thread 0 prefetches the three tensor maps as the block
+    starts): the product into a poisoned C with padded rows, against float64."""
+    from dataclasses import replace
+
+    from cuda.core import Stream
+
+    m, k, n = shape
+    a, ha = _operand(torch, m, k, False, torch.bfloat16)
+    b, hb = _operand(torch, k, n, False, torch.bfloat16)
+    store = torch.full((m, n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
+    cfg = matmul.configure(ma, mb, "bfloat16", facts, kernel="wgmma")
+    cfg = replace(cfg, defines=cfg.defines + (("ASYNCCOPY_WGMMA_PREFETCH_MAPS", 1),))
+    matmul.launch(cfg, ma, mb, store.data_ptr(), n + 8, stream=stream, facts=facts)
+    c = store[:, :n].double().cpu().numpy()
+    assert not np.isnan(c).any() and store[:, n:].isnan().all().item()
+    ref = ha @ hb
+    assert np.linalg.norm(c - ref) <= TOL["bfloat16"] * np.linalg.norm(ref) + 1e-6
+
+
+@pytest.mark.parametrize("kernel, dtype", [("wgmma", "bfloat16"), ("mma", "float16"), ("simt", "float32")])
+def test_one_column_into_a_contiguous_column_out(torch, facts, kernel, dtype):
+    """N = 1 into a contiguous [m x 1] out (row stride 1): C's leading dimension is out's row stride."""
+    if kernel == "wgmma":
+        require_cc(facts, (9, 0))
+    tdt = getattr(torch, dtype)
+    a, ha = _operand(torch, 300, 64, False, tdt)
+    b, hb = _operand(torch, 64, 1, False, tdt, pad=1)
+    out = torch.full((300, 1), float("nan"), device="cuda", dtype=tdt)
+    asynccopy.gemm(a, b, out=out, kernel=kernel)
+    c = out.double().cpu().numpy()
+    ref = ha @ hb
+    assert not np.isnan(c).any() and np.linalg.norm(c - ref) <= TOL[dtype] * np.linalg.norm(ref) + 1e-6
+
+
+def test_out_beside_its_input_is_taken_and_out_on_an_input_refused(torch):
+    """Columns of one buffer side by side (x = buf[:, :64], out = buf[:, 64:]) do not overlap: the product lands in
+    out and x is untouched; out = an input is named."""
+    from asynccopy.errors import ArgumentError
+
+    buf = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    x, y = buf[:, :64], buf[:, 64:]
+    w = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    before = x.clone()
+    ref = x.double() @ w.double()
+    asynccopy.gemm(x, w, out=y)
+    assert torch.equal(x, before)
+    assert (y.double() - ref).norm() <= TOL["float16"] * ref.norm() + 1e-6
+    with pytest.raises(ArgumentError, match="out overlaps a"):
+        asynccopy.gemm(w, w, out=w)
