@@ -4,11 +4,12 @@ measuring a kernel change before it becomes the default; `asynccopy bench gemm` 
     python scripts/gemm_variants.py --kernel mma --shapes 4096x4096x4096,8192x8192x8192 --stages 3,4 \\
         --variant base --variant bk32:ASYNCCOPY_MMA_BK=32 --variant flat:ASYNCCOPY_MMA_FRAG_AHEAD=0
 
-A variant is NAME[:MACRO=VALUE,...]: the kernel's source compiled with those -D macros (each kernel file
-lists its knobs in its header). Two names are the launch's, not macros: `stages=N` (this variant's stage count,
-in place of --stages) and `stream_k=0|1|auto` (auto: as `asynccopy.gemm` decides for the variant's cluster
-shape). Every variant's C is checked against a float64 product before it is timed (CUDA events, median, inputs
-rotated past L2, the same run's torch.matmul as the reference).
+A variant is NAME[:MACRO=VALUE,...]: the kernel's source compiled with those -D macros alone (each kernel file
+lists its knobs in its header), in place of the knobs `asynccopy.gemm`'s configuration of the shape has (its pairs,
+say); NAME:+MACRO=VALUE,... keeps the shape's own knobs and sets these on top of them. Two names are the launch's,
+not macros: `stages=N` (this variant's stage count, in place of --stages) and `stream_k=0|1|auto` (auto: as
+`asynccopy.gemm` decides for the variant's cluster shape). Every variant's C is checked against a float64 product
+before it is timed (CUDA events, median, inputs rotated past L2, the same run's torch.matmul as the reference).
 """
 
 from __future__ import annotations
@@ -24,9 +25,22 @@ from asynccopy.bench.harness import median, settle, time_ms
 LAUNCH_KEYS = ("stages", "stream_k")  # a variant's settings that are the launch's, not -D macros
 
 
+def variant_defines(own: tuple, macros: tuple, extend: bool) -> tuple:
+    """The -D macros a variant builds with: its own alone, or (extend) the configuration's with its own set on top."""
+    if not extend:
+        return macros
+    merged = dict(own)
+    merged.update(macros)
+    return tuple(merged.items())
+
+
 def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, str]]:
+    """(name, -D macros, launch settings); a leading '+' on the macros keeps the configuration's own knobs
+    (launch["extend"] = "1")."""
     name, _, macros = text.partition(":")
     pairs, launch = [], {}
+    if macros.startswith("+"):
+        macros, launch["extend"] = macros[1:], "1"
     for item in filter(None, macros.split(",")):
         key, _, value = item.partition("=")
         if key in LAUNCH_KEYS:
@@ -96,8 +110,8 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
         a = matmul.matrix(ops.a[0], "a", stream=s)
         b = matmul.matrix(ops.b[0], "b", stream=s)
         st = int(launch["stages"]) if "stages" in launch else st
-        cfg = replace(matmul.configure(a, b, dtype, facts, kernel=args.kernel, stages=st, tile=tile),
-                      defines=defines)
+        cfg = matmul.configure(a, b, dtype, facts, kernel=args.kernel, stages=st, tile=tile)
+        cfg = replace(cfg, defines=variant_defines(cfg.defines, defines, "extend" in launch))
         cfg = replace(cfg, splits=sp) if sp else cfg
         cfg = replace(cfg, l2_promotion=l2) if l2 else cfg
         want = launch.get("stream_k", sk)
