@@ -177,7 +177,7 @@ def _launch_variant(cfg, q, k, v, out, stream) -> None:
 
     tq, tk, tv, to = (sdpa.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
     p = sdpa.check_inputs(tq, tk, tv)
-    sdpa.check_out(to, p, tq.device_id)
+    sdpa.check_out(to, p, tq.device_id, (tq, tk, tv))
     sdpa.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / math.sqrt(p.head_dim), stream=stream, facts=device.current())
 
 

@@ -178,10 +178,10 @@ def test_out_overlapping_an_input_is_refused_and_empty_cupy_arrays_give_an_empty
     (zero strides) through the whole call give an empty result of the caller's kind."""
     from asynccopy.errors import ArgumentError
 
-    cupy = pytest.importorskip("cupy")
     q = torch.randn(1, 2, 77, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(ArgumentError, match="out overlaps q"):
         asynccopy.attention(q, q, q, out=q)
+    cupy = pytest.importorskip("cupy")
     empty = cupy.empty((2, 4, 0, 64), cupy.float16)  # no queries
     keys = cupy.zeros((2, 4, 10, 64), cupy.float16)
     got = asynccopy.attention(empty, keys, keys)
