@@ -45,6 +45,13 @@ def check_float(value, name: str, lo: float | None = None, hi: float | None = No
     return value
 
 
+def check_name(value, name: str, choices) -> None:
+    """ArgumentError unless ``value`` is None or a string (whether it is one of ``choices`` is the caller's check,
+    which says why a known name cannot run)."""
+    if value is not None and not isinstance(value, str):
+        raise ArgumentError(f"{name} must be a name ({', '.join(choices)}), got {type(value).__name__}")
+
+
 def _range(lo, hi) -> str:
     if lo is not None and hi is not None:
         return f"in [{lo}, {hi}]"

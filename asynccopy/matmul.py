@@ -19,7 +19,7 @@ import numpy as np
 from . import arrays, build, device, memo, tuning, workspace
 from . import cluster as clusters
 from .dtypes import dtype_name, numpy_dtype
-from .errors import ArgumentError, check_int
+from .errors import ArgumentError, check_int, check_name
 from .gemm_kernels import (
     _STORAGE,
     CLUSTER_KNOB,
@@ -344,8 +344,7 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     of the shared-memory pipeline (default: as many as fit)."""
     if stages is not None:
         check_int(stages, "stages", 1, 32)
-    if kernel is not None and not isinstance(kernel, str):
-        raise ArgumentError(f"kernel must be a name ({', '.join(KERNELS)}), got {type(kernel).__name__}")
+    check_name(kernel, "kernel", KERNELS)
     arrays.check_device_array(a, "a")
     arrays.check_device_array(b, "b")
     if out is not None:
@@ -382,7 +381,7 @@ def check_out(c: Matrix, a: Matrix, b: Matrix, out_dtype: str) -> int:
     return c.row_stride if m > 1 else n
 
 
-def _span(x: Matrix) -> tuple[int, int]:
+def _span(x: Matrix) -> tuple[int, int, bool]:
     return arrays.span(x.ptr, (x.rows, x.cols), (x.row_stride, x.col_stride), ITEMSIZE[x.dtype])
 
 

@@ -40,7 +40,7 @@ from .attention_kernels import (
     with_turns,
 )
 from .dtypes import dtype_name, numpy_dtype
-from .errors import ArgumentError, check_float, check_int
+from .errors import ArgumentError, check_float, check_int, check_name
 from .matrix import ITEMSIZE
 
 __all__ = ["DTYPES", "KERNELS", "AttentionConfig", "AttentionKernel", "Problem", "Tensor4", "attention",
@@ -361,8 +361,7 @@ def _check_flags(causal, scale, stages, return_lse, kernel) -> int | None:
             raise ArgumentError(f"{name} must be True or False, got {flag!r}")
     if scale is not None:
         check_float(scale, "scale")
-    if kernel is not None and not isinstance(kernel, str):
-        raise ArgumentError(f"kernel must be a name ({', '.join(KERNELS)}), got {type(kernel).__name__}")
+    check_name(kernel, "kernel", KERNELS)
     return None if stages is None else check_int(stages, "stages", 1, max(rec.max_stages for rec in KERNELS.values()))
 
 
