@@ -310,19 +310,19 @@ def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, row
 
 
 def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0: int, row_g, k_len: int,
-                scale_log2: float, d: int, causal: bool, mask, dtype: str, bn: int = 64):
+                scale_log2: float, d: int, causal: bool, mask, dtype: str):
     """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, qs, ks, vs, key0, row_g, k_len, scale_log2), for all 8 row pieces
     ([W] leading axis; ``mask`` [W] picks the MASK instantiation per piece's warp). ``q_at``: None (Q's fragments
     ``qf`` in registers, MW = 1) or Q's own shared-memory offset (MW = 2: read at every k step). Returns the new
-    (o, st_max, st_sum). ``bn``: the keys a tile (.cu BN, ASYNCCOPY_ATTN_BN)."""
+    (o, st_max, st_sum)."""
     row_bytes = 2 * d
     lane = np.arange(32)
     mat, r = lane // 8, lane % 8
     # S = Q K^T, the p loop as an axis (addresses [1, BN/16, 32]): .cu "ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p +
     # 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1)))); b0 = {f[0], f[1]}, b1 = {f[2], f[3]}; mma(s[2 * p], qf[kk], b0);
     # mma(s[2 * p + 1], qf[kk], b1)"
-    s = np.zeros((MMA_WARPS, bn // 8, 32, 4))
-    p = np.arange(bn // 16)[None, :, None]
+    s = np.zeros((MMA_WARPS, MMA_BN // 8, 32, 4))
+    p = np.arange(MMA_BN // 16)[None, :, None]
     piece = np.arange(MMA_WARPS)[:, None]
     for kk in range(d // 16):
         # .cu "if constexpr (Q_SMEM) ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1)
@@ -331,12 +331,12 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
             sm, q_at + _swizzled(row_bytes, 16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))), trans=False)
         f = ldmatrix_x4(sm, ks + _swizzled(row_bytes, 16 * p + 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1))),
                         trans=False)  # [1, P, 32, 4]
-        b = np.stack([f[..., 0:2], f[..., 2:4]], axis=2).reshape(1, bn // 8, 32, 2)  # n8 tiles 2p, 2p + 1
+        b = np.stack([f[..., 0:2], f[..., 2:4]], axis=2).reshape(1, MMA_BN // 8, 32, 2)  # n8 tiles 2p, 2p + 1
         s = mma_m16n8k16(s, qa[:, None], b, dtype)
     # .cu "float x = s[nt][e] * scale_log2; if constexpr (MASK) { const int key = key0 + 8 * nt + 2 * q4 + (e & 1);
     # if (key >= k_len || (CAUSAL && key > row_g + 8 * (e >> 1))) x = NEG_INF; }"
     q4 = lane % 4
-    nt = np.arange(bn // 8)[:, None, None]
+    nt = np.arange(MMA_BN // 8)[:, None, None]
     e = np.arange(4)[None, None, :]
     x = s * scale_log2
     key = key0 + 8 * nt + 2 * q4[None, :, None] + (e & 1)  # [BN/8, 32, 4]
@@ -365,7 +365,7 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
     # pack(s[2kk+1][2], s[2kk+1][3])}; ldmatrix_x4_trans(f, vs + swizzled<ROW_BYTES>(16 * kk + 8 * (mat & 1) + r,
     # 2 * (16 * p + 8 * (mat >> 1))))"
     p = np.arange(d // 16)[None, :, None]
-    for kk in range(bn // 16):
+    for kk in range(MMA_BN // 16):
         a = np.stack([pack2(s[:, 2 * kk, :, 0], s[:, 2 * kk, :, 1], dtype),
                       pack2(s[:, 2 * kk, :, 2], s[:, 2 * kk, :, 3], dtype),
                       pack2(s[:, 2 * kk + 1, :, 0], s[:, 2 * kk + 1, :, 1], dtype),
@@ -378,21 +378,19 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
 
 
 def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: int, stages: int, causal: bool,
-               dtype: str, copies: str, pieces: int, bn: int = MMA_BN) -> None:
+               dtype: str, copies: str, pieces: int) -> None:
     """One block (blockIdx ``block`` = (x, y, z), gridDim ``grid`` = (x, y)) of the kernel attention_mma<T, D,
     STAGES, CAUSAL> built with MW = ``pieces``; ``a``: its arguments by name (q, k, v, out: flat global memory;
-    lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out;
-    ``bn`` the keys a K/V tile (ASYNCCOPY_ATTN_BN)."""
+    lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
     q, k, v, out, lse, writes = a["q"], a["k"], a["v"], a["out"], a["lse"], a["writes"]
     group, q_len, k_len, scale = a["group"], a["q_len"], a["k_len"], a["scale"]
     bx, head, batch = block
     grid_x, grid_y = grid
     row_bytes = 2 * d
-    tile_bytes = bn * row_bytes
+    tile_bytes = MMA_BN * row_bytes
     stage_bytes = 2 * tile_bytes
-    assert pieces == 2 or MMA_BM * row_bytes == stage_bytes  # .cu "Q_SMEM || BM * ROW_BYTES == STAGE_BYTES"
-    cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=((MMA_MW_KNOB, pieces), (KEYS_KNOB, bn)))
-    assert cfg.tile == (MMA_BM, bn)
+    assert MMA_BM * row_bytes == stage_bytes
+    cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=((MMA_MW_KNOB, pieces),))
     threads = cfg.threads  # .cu "THREADS = 32 * WARPS", WARPS = BM / (16 * MW)
     assert threads == 32 * MMA_BM // (16 * pieces)
     sm = Shared(0, cfg.smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
@@ -406,15 +404,15 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     vg = batch * a["v_sb"] + head // group * a["v_sh"]
     # .cu "kv_end = CAUSAL ? min(k_len, min(m0 + BM, q_len)) : k_len"
     kv_end = min(k_len, min(m0 + MMA_BM, q_len)) if causal else k_len
-    tiles = (kv_end + bn - 1) // bn
+    tiles = (kv_end + MMA_BN - 1) // MMA_BN
 
     # .cu "load_rows<T, D, BM>(q_smem, qg, q_ss, m0, q_len); commit_group(); for (s = 0; s < STAGES - 1; ++s) {...}"
     _mma_load_rows(cp, q_smem, q, qg, a["q_ss"], m0, q_len, d, MMA_BM, threads)
     cp.commit()
     for s in range(stages - 1):
         if s < tiles:
-            _mma_load_rows(cp, s * stage_bytes, k, kg, a["k_ss"], s * bn, k_len, d, bn, threads)
-            _mma_load_rows(cp, s * stage_bytes + tile_bytes, v, vg, a["v_ss"], s * bn, k_len, d, bn, threads)
+            _mma_load_rows(cp, s * stage_bytes, k, kg, a["k_ss"], s * MMA_BN, k_len, d, MMA_BN, threads)
+            _mma_load_rows(cp, s * stage_bytes + tile_bytes, v, vg, a["v_ss"], s * MMA_BN, k_len, d, MMA_BN, threads)
         cp.commit()
 
     piece = np.arange(MMA_WARPS)[:, None]  # MW * warp + i
@@ -440,10 +438,10 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     # .cu "for (int t = 0; t < tiles; ++t)": STAGES == 1: load, commit, wait_group<0>; else wait_group<STAGES - 2>,
     # refill stage_of(t + STAGES - 1) if it is a tile, commit; then attend on stage_of(t) unless the warp skips it
     for t in range(tiles):
-        key0 = t * bn
+        key0 = t * MMA_BN
         if stages == 1:
-            _mma_load_rows(cp, 0, k, kg, a["k_ss"], key0, k_len, d, bn, threads)
-            _mma_load_rows(cp, tile_bytes, v, vg, a["v_ss"], key0, k_len, d, bn, threads)
+            _mma_load_rows(cp, 0, k, kg, a["k_ss"], key0, k_len, d, MMA_BN, threads)
+            _mma_load_rows(cp, tile_bytes, v, vg, a["v_ss"], key0, k_len, d, MMA_BN, threads)
             cp.commit()
             cp.wait(0)
         else:
@@ -451,15 +449,15 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
             nxt = t + stages - 1
             if nxt < tiles:
                 refill = (nxt % stages) * stage_bytes
-                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * bn, k_len, d, bn, threads)
-                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * bn, k_len, d, bn, threads)
+                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
             cp.commit()
         ks = (t % stages) * stage_bytes
         active = np.full(MMA_WARPS, True) if not causal else key0 <= warp_last
-        mask = (key0 + bn > k_len) | (causal & (key0 + bn - 1 > warp_first))
+        mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
         o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, q_smem if q_own else None, ks, ks + tile_bytes, key0,
                                  row_g, k_len, scale_log2, d,
-                                 causal, mask, dtype, bn)
+                                 causal, mask, dtype)
         keep = active[:, None, None]
         o = np.where(active[:, None, None, None], o2, o)  # a skipped warp's state is untouched
         st_max, st_sum = np.where(keep, m2, st_max), np.where(keep, s2, st_sum)
@@ -503,12 +501,11 @@ def _memory(bits, layout: str):
 
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
-                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None,
-                keys: int = MMA_BN):
+                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
     batch), the strides of the arrays, group = heads / kv_heads); ``pieces``: its MW (default the record's at
-    this head dim: 2 at 64, 1 at 128); ``keys``: its keys a K/V tile (ASYNCCOPY_ATTN_BN, 64 or 32)."""
+    this head dim: 2 at 64, 1 at 128)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -522,7 +519,7 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     grid = (-(-q_len // MMA_BM), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
         _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies,
-                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d), keys)
+                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d))
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]

@@ -85,11 +85,6 @@ MMA_CASES = [
     (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("late", "bhsd", 1)),
     (2, 4, 2, 129, 200, 64, True, 1, "bfloat16", None, ("eager", "bshd", 1)),
     (1, 1, 1, 64, 300, 64, False, 2, "bfloat16", -0.7, ("late", "bhsd", 1)),
-    # 32 rows a warp over 32-key tiles (the variant rows32keys32), both head dims
-    (1, 1, 1, 200, 300, 128, True, 3, "bfloat16", None, ("late", "bhsd", 2, 32)),
-    (2, 2, 1, 65, 33, 128, False, 2, "float16", None, ("eager", "bshd", 2, 32)),
-    (1, 1, 1, 129, 31, 128, True, 1, "bfloat16", -0.3, ("eager", "bhsd", 2, 32)),
-    (1, 2, 1, 130, 129, 64, True, 4, "float16", None, ("late", "bshd", 2, 32)),
 ]
 WGMMA_CASES = [
     (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
@@ -144,8 +139,7 @@ WGMMA_CASES = [
 def _id(c):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, variant = c
     extra = ("-".join(variant) if len(variant) == 2 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}"
-             if len(variant) == 3 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}-keys{variant[3]}"
-             if variant[1] in ("bhsd", "bshd") else f"{variant[0]}-base{variant[2]}-{variant[3]}")
+             if len(variant) == 3 else f"{variant[0]}-base{variant[2]}-{variant[3]}")
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     return (f"b{b}h{h}kv{hk}-q{lq}-k{lk}-d{d}-{'causal' if causal else 'full'}-s{stages}-{short}"
             f"{'' if scale is None else f'-scale{scale}'}-{extra}")
@@ -153,11 +147,10 @@ def _id(c):
 
 @pytest.mark.parametrize("case", MMA_CASES, ids=_id)
 def test_mma_emulation_matches_sdpa(case):
-    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *build) = case
+    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *pieces) = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk)
-    pieces, keys = (build[0] if build else None), (build[1] if len(build) > 1 else 64)
     out, lse = emu.emulate_mma(q, k, v, causal, scale, stages, dtype=dtype, copies=copies, layout=layout,
-                               pieces=pieces, keys=keys)
+                               pieces=pieces[0] if pieces else None)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 
