@@ -146,7 +146,7 @@ KERNELS: dict[str, AttentionKernel] = {
 # the -D macros (the kernel file's header says what each does).
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
-KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # keys per K/V tile, either kernel (the maps and shared memory follow it)
+KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
@@ -157,10 +157,8 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
               # the tensor maps prefetched into the TMA unit's descriptor cache as a block starts
               "prefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 1),)},
-    # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only with
-    # 64-key tiles; with 32-key tiles at either head dim)
-    "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),),
-            "rows32keys32": ((MMA_MW_KNOB, 2), (KEYS_KNOB, 32))},
+    # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
+    "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 

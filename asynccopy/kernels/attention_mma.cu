@@ -64,21 +64,11 @@ namespace ac = asynccopy;
 namespace {
 
 constexpr int BM = 128;  // queries per block
-// Compile-time knob (-D): ASYNCCOPY_ATTN_BN, the keys per K / V tile, 64 (default) or 32. At head dim 128 with 32 rows
-// a warp (below) a 32-key tile is what keeps S and O in the registers (S 32 floats a thread instead of 64): 255
-// registers and 8-32 bytes of stack (NVRTC 13.5), against 96-160 bytes with 64 keys. 32 keys need Q in shared
-// memory of its own (32 rows a warp): a 32-key stage is half as large as Q's tile.
-#ifndef ASYNCCOPY_ATTN_BN
-#define ASYNCCOPY_ATTN_BN 64
-#endif
-constexpr int BN = ASYNCCOPY_ATTN_BN;  // keys per K / V tile
-static_assert(BN == 32 || BN == 64, "key tiles of 32 or 64 keys");
+constexpr int BN = 64;   // keys per K / V tile
 // Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_MMA_MW, the m16 row pieces a warp owns (1:
 // 16 rows, 8 warps a block; 2: 32 rows, 4 warps, FlashAttention-2's shape, each K and V fragment read from
-// shared memory once for two pieces: half the ldmatrix traffic a product. At head dim 64 its 32 rows keep S and
-// O in about 200 registers; at 128 only with key tiles of 32 (ASYNCCOPY_ATTN_BN above): O alone is 128 a thread.
-// Why it matters at 128: 16 rows a warp read 0.5 ldmatrix .x4 (512 bytes) a mma, which at mma.sync's rate
-// (about 0.6 m16n8k16 a clock an SM) asks about 150 bytes a clock of shared memory, more than its 128.
+// shared memory once for two pieces: half the ldmatrix traffic a product; head dim 64 only, whose 32 rows
+// keep Q, S and O in about 200 registers; at 128 they would need 256 before any fragment).
 #ifndef ASYNCCOPY_ATTN_MMA_MW
 #define ASYNCCOPY_ATTN_MMA_MW 1
 #endif
@@ -334,13 +324,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                   long long o_sh, long long o_ss, int group, int q_len, int k_len, float scale)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
-    static_assert(MW == 1 || D == 64 || BN == 32, "32 rows a warp at head dim 128 with 32-key tiles only (registers)");
+    static_assert(MW == 1 || D == 64, "32 rows a warp at head dim 64 only (registers)");
     static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
     static_assert(sizeof(T) == 2, "bf16 or f16");
     constexpr int ROW_BYTES = 2 * D;
     constexpr int TILE_BYTES = BN * ROW_BYTES;   // one K or V tile
     constexpr int STAGE_BYTES = 2 * TILE_BYTES;  // [K tile | V tile]
-    static_assert(Q_SMEM || BM * ROW_BYTES == STAGE_BYTES, "the Q tile fills exactly one stage (Q in a stage: 64-key tiles)");
+    static_assert(BM * ROW_BYTES == STAGE_BYTES, "the Q tile fills exactly one stage");
 
     // [STAGES][K [BN][D] | V [BN][D]] T, 16-byte chunks XOR-swizzled per row; Q [BM][D] in the last stage first
     // (MW = 1), or after the stages for good (MW = 2)

@@ -69,37 +69,6 @@ def test_the_16_row_mma_build_at_head_dim_64_keeps_q_in_registers_with_no_spill(
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
 
 
-KEYS32 = [(arch, AttentionConfig("mma", "bfloat16", d, stages, causal, defines=VARIANTS["mma"]["rows32keys32"]))
-          for arch in STAGES for d, causal, stages in itertools.product((64, 128), (False, True), (1, 3))]
-
-
-@pytest.mark.parametrize("case", KEYS32, ids=_id)
-def test_the_mma_build_of_32_keys_reads_each_fragment_for_two_row_pieces(case):
-    """attention_mma.cu with 32 rows a warp over 32-key tiles (variant rows32keys32): 4 warps, Q in shared memory of
-    its own, a stage of 32 keys; Q K^T's k steps a rolled loop of 32/8 x 2 pieces, P V's unrolled; at head dim 128 a
-    few bytes of stack at most (its 128 accumulators of O a thread)."""
-    arch, cfg = case
-    d = cfg.head_dim
-    assert cfg.threads == 128 and cfg.tile == (128, 32) and cfg.mma_pieces == 2
-    assert cfg.smem_bytes == cfg.stages * 2 * 32 * d * 2 + 128 * d * 2
-    module = cfg.compile(arch)
-    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", module.sass())
-    assert len(hmma) == 2 * 2 * (32 // 8) * (1 + d // 16), len(hmma)
-    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
-    stack = int(re.search(r"STACK:(\d+)", usage).group(1))
-    assert stack == 0 if d == 64 else stack <= 64, usage
-
-
-def test_32_rows_a_warp_at_head_dim_128_need_32_key_tiles():
-    """O alone is 128 registers a thread at head dim 128 with 32 rows a warp: the kernel refuses 64-key tiles there
-    (S would add 64 more), and Q's tile cannot sit in a 32-key stage, so 32 keys need 32 rows."""
-    with pytest.raises(build.CompileError, match="32-key tiles only"):
-        AttentionConfig("mma", "bfloat16", 128, 2, False, defines=VARIANTS["mma"]["rows32"]).compile("sm_80")
-    with pytest.raises(build.CompileError, match="Q in a stage"):
-        AttentionConfig("mma", "bfloat16", 64, 2, False, defines=(("ASYNCCOPY_ATTN_MMA_MW", 1),
-                                                                  ("ASYNCCOPY_ATTN_BN", 32))).compile("sm_80")
-
-
 def test_the_default_mma_block_follows_its_rows_a_warp():
     rec = att.KERNELS["mma"]
     at64, at128 = (AttentionConfig("mma", "bfloat16", d, 3, False) for d in (64, 128))

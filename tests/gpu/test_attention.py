@@ -215,16 +215,6 @@ def test_each_mma_build_at_head_dim_64_matches_float64(torch, facts, rng, shape,
     _variant_matches_float64(torch, facts, rng, "mma", variant, shape, causal, stages, "float16", "bshd")
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 128), (2, 4, 2, 300, 77, 128), (2, 2, 1, 333, 1000, 64),
-                                   (1, 4, 4, 1000, 1000, 128), (1, 2, 2, 31, 33, 128)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("stages", [1, 2, 3])
-def test_the_mma_build_of_32_rows_and_32_keys_matches_float64(torch, facts, rng, shape, causal, stages):
-    """attention_mma.cu with 32 query rows a warp over 32-key tiles (the build that takes 32 rows to head dim 128):
-    both head dims, key counts off the 32-key tiles and below one tile, bf16 in the (batch, heads, seq, dim) layout."""
-    _variant_matches_float64(torch, facts, rng, "mma", "rows32keys32", shape, causal, stages, "bfloat16", "bhsd")
-
-
 def _variant_matches_float64(torch, facts, rng, kernel, variant, shape, causal, stages, dtype, layout):
     """One compile-time build of ``kernel`` (attention_kernels.VARIANTS) on fresh inputs, the output poisoned
     first, against the float64 reference within twice PyTorch's own error; a build that outgrows shared memory
