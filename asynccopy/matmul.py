@@ -350,12 +350,13 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     if out is not None:
         arrays.check_device_array(out, "out")
     facts = device.current()
-    s = arrays.resolve_stream(stream, a)
-    ma, mb = matrix(a, "a", stream=s), matrix(b, "b", stream=s)
+    seen: dict[int, int] = {}  # each device's current PyTorch stream, asked once this call (arrays.torch_stream)
+    s = arrays.resolve_stream(stream, a, torch_streams=seen)
+    ma, mb = matrix(a, "a", stream=s, torch_streams=seen), matrix(b, "b", stream=s, torch_streams=seen)
     out_dtype = check_operands(ma, mb, out_dtype)
     key = (memo.matrix_key(ma), memo.matrix_key(mb), out_dtype, facts, kernel, stages, repr(tile), tuning.generation())
     cfg = _configs.get(key, lambda: configure(ma, mb, out_dtype, facts, kernel=kernel, stages=stages, tile=tile))
-    dst, ldc = _output(out, ma, mb, out_dtype, s)
+    dst, ldc = _output(out, ma, mb, out_dtype, s, seen)
     m, k, n = ma.rows, ma.cols, mb.cols
     if m and n:
         if k == 0:
@@ -385,12 +386,13 @@ def _span(x: Matrix) -> tuple[int, int, bool]:
     return arrays.span(x.ptr, (x.rows, x.cols), (x.row_stride, x.col_stride), ITEMSIZE[x.dtype])
 
 
-def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream) -> tuple[arrays.Output, int]:
-    """Where C goes, and its leading dimension."""
+def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream, torch_streams: dict[int, int] | None = None
+            ) -> tuple[arrays.Output, int]:
+    """Where C goes, and its leading dimension. ``torch_streams``: see arrays.torch_stream."""
     m, n = a.rows, b.cols
     if out is None:
         like = arrays.DeviceArray(a.obj, a.ptr, m * n, (m, n), numpy_dtype(out_dtype), a.device_id)
-        return arrays.empty_like(like, stream=stream), n
+        return arrays.empty_like(like, stream=stream, torch_streams=torch_streams), n
     arrays.check_writable(out, "out")
-    c = matrix(out, "out", stream=stream)
+    c = matrix(out, "out", stream=stream, torch_streams=torch_streams)
     return arrays.Output(c.ptr, out), check_out(c, a, b, out_dtype)

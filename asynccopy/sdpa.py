@@ -93,12 +93,12 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def tensor4(obj, name: str, *, stream) -> Tensor4:
+def tensor4(obj, name: str, *, stream, torch_streams: dict[int, int] | None = None) -> Tensor4:
     """``obj`` viewed through DLPack / __cuda_array_interface__ (ordered after its producer's stream onto
-    ``stream``), not yet checked beyond being a CUDA array."""
-    ptr, shape, strides, dt, device_id = arrays.device_layout(obj, name, stream=stream)
-    shape = tuple(int(d) for d in shape)
-    strides = tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape)
+    ``stream``), not yet checked beyond being a CUDA array. ``torch_streams``: see arrays.torch_stream."""
+    ptr, shape, strides, dt, device_id = arrays.device_layout(obj, name, stream=stream, torch_streams=torch_streams)
+    shape = tuple(map(int, shape))
+    strides = tuple(map(int, strides)) if strides is not None else _contiguous_strides(shape)
     return Tensor4(name, shape, strides, dtype_name(dt), int(ptr), int(device_id), obj)
 
 
@@ -348,10 +348,10 @@ def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Ten
 LOG2E = 1.4426950408889634
 
 
-def _new(like: Tensor4, shape: tuple[int, ...], dtype: str, stream) -> arrays.Output:
-    size = int(np.prod(shape, dtype=np.int64))
-    src = arrays.DeviceArray(like.obj, like.ptr, size, shape, numpy_dtype(dtype), like.device_id)
-    return arrays.empty_like(src, stream=stream)
+def _new(like: Tensor4, shape: tuple[int, ...], dtype: str, stream, torch_streams: dict[int, int] | None = None
+         ) -> arrays.Output:
+    src = arrays.DeviceArray(like.obj, like.ptr, math.prod(shape), shape, numpy_dtype(dtype), like.device_id)
+    return arrays.empty_like(src, stream=stream, torch_streams=torch_streams)
 
 
 def _check_flags(causal, scale, stages, return_lse, kernel) -> int | None:
@@ -380,20 +380,21 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
         arrays.check_device_array(x, name)
     stages = _check_flags(causal, scale, stages, return_lse, kernel)
     facts = device.current()
-    s = arrays.resolve_stream(stream, q)
-    tq, tk, tv = (tensor4(x, name, stream=s) for name, x in (("q", q), ("k", k), ("v", v)))
+    seen: dict[int, int] = {}  # each device's current PyTorch stream, asked once this call (arrays.torch_stream)
+    s = arrays.resolve_stream(stream, q, torch_streams=seen)
+    tq, tk, tv = (tensor4(x, name, stream=s, torch_streams=seen) for name, x in (("q", q), ("k", k), ("v", v)))
     p = check_inputs(tq, tk, tv)
     cfg = _configured(p, facts, kernel=kernel, stages=stages, causal=bool(causal))
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     shape = (p.batch, p.heads, p.q_len, p.head_dim)
     if out is None:
-        dst = _new(tq, shape, p.dtype, s)
+        dst = _new(tq, shape, p.dtype, s, seen)
         to = Tensor4("out", shape, _contiguous_strides(shape), p.dtype, dst.ptr, tq.device_id)
     else:
         arrays.check_writable(out, "out")
-        to = tensor4(out, "out", stream=s)
+        to = tensor4(out, "out", stream=s, torch_streams=seen)
         check_out(to, p, tq.device_id, (tq, tk, tv))
         dst = arrays.Output(to.ptr, out)
-    lse = _new(tq, shape[:3], "float32", s) if return_lse else None
+    lse = _new(tq, shape[:3], "float32", s, seen) if return_lse else None
     launch(cfg, p, tq, tk, tv, to, lse.ptr if lse is not None else 0, scale, stream=s, facts=facts)
     return (dst.finish(s), lse.finish(s)) if lse is not None else dst.finish(s)
