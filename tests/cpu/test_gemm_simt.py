@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from asynccopy import matmul
+from asynccopy import build, matmul
 from asynccopy.matmul import GemmConfig
 from tests import sass as sass_of
 
@@ -65,7 +65,7 @@ def test_compiles_with_its_instructions_and_no_spill(arch, cfg):
     loads = [line for line in loop.splitlines() if re.search(r"\bLDS\b", line) and not line.startswith("@!PT")]
     assert len(loads) == BK * (tm // 4 + tn // 4) and all("LDS.128" in line for line in loads), loads[:4]
 
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     # no static shared memory: at most the 1024-byte alignment slack of ac::dynamic_smem (sm_90a shows it)
     assert int(re.search(r"SHARED:(\d+)", usage).group(1)) <= min(1024, cfg.record.smem_reserve), usage
@@ -78,7 +78,7 @@ def test_the_wide_tiles_keep_no_stack_in_the_layouts_that_take_them(tile, layout
     beside the copies' registers, so each must still compile without local memory (sm_90a, 4 stages)."""
     for a_mn, b_mn in layouts:
         cfg = GemmConfig("simt", "float32", "float32", tile, 4, a_mn, b_mn, align)
-        usage = matmul.build.disassemble(cfg.compile("sm_90a").cubin, what="--dump-resource-usage")
+        usage = build.disassemble(cfg.compile("sm_90a").cubin, what="--dump-resource-usage")
         assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), (cfg.name_expression(), usage)
 
 
