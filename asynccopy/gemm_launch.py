@@ -138,9 +138,10 @@ def _plan(cfg: GemmConfig, m: int, n: int, k: int, c_align: int, facts, hang_ns:
     units = work_units(-(-m // bm), -(-n // bn), share) * splits  # tiles (pairs of them where a pair multicasts) x splits
     kernel = _kernel(kcfg, facts.arch, hang_ns)
     # the workers: blocks, or clusters (the grid counts clusters then: as many as can be resident at once, asked
-    # once a kernel), at most one per unit
-    workers = facts.sm_count if cluster == 1 else _resident.get((kernel, cluster), lambda: clusters.max_active_clusters(
-        kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
+    # once a kernel and device: one build runs on every GPU of its arch, whose SMs may differ), at most one per unit
+    workers = facts.sm_count if cluster == 1 else _resident.get(
+        (kernel, cluster, facts.device_id),
+        lambda: clusters.max_active_clusters(kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
     grid, sk_tiles, partial_bytes = max(1, min(units, workers)), 0, 0
     if cfg.stream_k and share != "k" and splits == 1:
         sk_tiles, grid = stream_k_plan(units, -(-k // rec.bk), workers)
@@ -173,7 +174,8 @@ def _launch_tma(plan: _Plan, cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, 
         ws.close(stream)
 
 
-_resident = memo.Memo()  # per (kernel, cluster size): the clusters it keeps resident at once (cuOccupancyMaxActiveClusters)
+_resident = memo.Memo()  # per (kernel, cluster size, device): the clusters it keeps resident at once
+# (cuOccupancyMaxActiveClusters)
 _plans = memo.Memo()  # a configuration's launch per extents, C's alignment, device and hang bound (_Plan)
 
 

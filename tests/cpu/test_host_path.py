@@ -224,3 +224,23 @@ def test_a_launch_opts_in_once_a_stream_and_keeps_no_stream(monkeypatch):
     assert gone() is None  # the caller's stream is not kept alive by the launch
     run(Stream(0x5000))  # a new Stream object: its device asked again
     assert opted == [0, 1, 0, 0]
+
+
+def test_a_pairs_resident_clusters_are_asked_on_each_device(host, monkeypatch):
+    """The clusters a kernel keeps resident depend on the device (its SMs): one kernel (the same build on two GPUs of
+    one arch, an H100 SXM and an H100 PCIe) gets its grid from each device's own answer, not from the first's."""
+    made, asked = {}, []
+    monkeypatch.setattr(gemm_launch, "_kernel", lambda cfg, arch, hang_ns: made.setdefault((cfg, arch, hang_ns), "kernel"))
+    monkeypatch.setattr(gemm_launch, "_resident", memo.Memo())
+    monkeypatch.setattr(gemm_launch.clusters, "max_active_clusters", lambda kernel, size, *, block, shmem, stream:
+                        asked.append(stream.device.device_id) or {0: 66, 1: 57}[stream.device.device_id])
+    pcie = replace(device.lookup("H100-PCIe"), device_id=1)
+    first, side = Stream(0x5000), Stream(SIDE)
+    ma, mb = (matmul.matrix(Tensor((4096, 4096), ptr), name, stream=first) for name, ptr in (("a", A), ("b", B)))
+    cfg = replace(matmul.configure(ma, mb, "float16", H100), defines=matmul.PAIRED, stream_k=False)
+    gemm_launch.launch(cfg, ma, mb, C, 4096, stream=first, facts=H100)
+    gemm_launch.launch(cfg, ma, mb, C, 4096, stream=side, facts=pcie)
+    gemm_launch.launch(cfg, ma, mb, C, 4096, stream=side, facts=pcie)
+    assert len(made) == 1 and asked == [0, 1]
+    assert [(config.grid, config.cluster) for config in host.configs] == [(66, 2), (57, 2)]
+    assert [launch[1].grid for launch in host.launches] == [66, 57, 57]
