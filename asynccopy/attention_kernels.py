@@ -156,7 +156,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
               # the tensor maps prefetched into the TMA unit's descriptor cache as a block starts
-              "prefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 1),)},
+              "prefetch": (("ASYNCCOPY_ATTN_PREFETCH_MAPS", 1),),
+              # every mbarrier wait asleep on the barrier for up to 1 ms rather than spinning (mbarrier.cuh)
+              "suspend": (("ASYNCCOPY_MBARRIER_SUSPEND_NS", 1000000),)},
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
     "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
 }

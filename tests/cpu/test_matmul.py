@@ -57,6 +57,20 @@ def test_the_map_prefetch_knob_prefetches_the_three_tensor_maps():
     assert on.count("UTMACCTL") == 3 and "UTMACCTL" not in cfg.compile("sm_90a").sass()
 
 
+def test_the_suspend_hint_knob_sleeps_a_waiting_thread_on_the_barrier():
+    """ASYNCCOPY_MBARRIER_SUSPEND_NS (mbarrier.cuh): try_wait with a suspend-time hint compiles to a sleep the barrier's
+    completion ends (NANOSLEEP.SYNCS of that many ns) in the waits' retry paths, where the default spins (no sleep)."""
+    from dataclasses import replace
+
+    cfg = GemmConfig("wgmma", "bfloat16", "bfloat16", (128, 256), 3, False, True, 16)
+    default = cfg.compile("sm_90a").sass()
+    on = replace(cfg, defines=(("ASYNCCOPY_MBARRIER_SUSPEND_NS", 1000000),)).compile("sm_90a").sass()
+    assert "NANOSLEEP" not in default
+    sleeps = re.findall(r"NANOSLEEP\.SYNCS (0x[0-9a-f]+)", on)
+    assert sleeps and {int(x, 16) for x in sleeps} == {1000000}
+    assert len(sleeps) >= 2  # the producer's wait for a free stage and the consumers' for a full one
+
+
 @pytest.mark.parametrize("tile_n, out_dtype", [(256, "bfloat16"), (128, "float16"), (256, "float32")])
 def test_four_staging_buffers_store_a_whole_block_after_one_wait(tile_n, out_dtype):
     """ASYNCCOPY_WGMMA_EPI_BUFS=4: 32 KiB more shared memory; where a consumer's 2-byte 64 x BN block fits the four

@@ -194,7 +194,7 @@ def test_out_overlapping_an_input_is_refused_and_empty_cupy_arrays_give_an_empty
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
 @pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176",
-                                     "prefetch"])
+                                     "prefetch", "suspend"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works

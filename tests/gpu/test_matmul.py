@@ -419,9 +419,12 @@ def test_the_default_pairs_of_a_large_product(torch, facts, m, k, n, layout, pai
 
 @pytest.mark.cc(9, 0)
 @pytest.mark.parametrize("shape", [(1, 64, 1), (300, 1000, 520), (2000, 700, 1900)])
-def test_the_map_prefetch_build_computes_the_same_product(torch, facts, shape):
+@pytest.mark.parametrize("knob", [("ASYNCCOPY_WGMMA_PREFETCH_MAPS", 1), ("ASYNCCOPY_MBARRIER_SUSPEND_NS", 1000000)],
+                         ids=["prefetch", "suspend"])
+def test_the_map_prefetch_and_suspend_builds_compute_the_same_product(torch, facts, shape, knob):
     """gemm_wgmma built with ASYNCCOPY_WGMMA_PREFETCH_MAPS=1 (thread 0 prefetches the three tensor maps as the block
-    starts): the product into a poisoned C with padded rows, against float64."""
+    starts) or with ASYNCCOPY_MBARRIER_SUSPEND_NS (waits asleep on their barrier): the product into a poisoned C with
+    padded rows, against float64."""
     from dataclasses import replace
 
     from cuda.core import Stream
@@ -433,7 +436,7 @@ def test_the_map_prefetch_build_computes_the_same_product(torch, facts, shape):
     stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
     ma, mb = matmul.matrix(a, "a", stream=stream), matmul.matrix(b, "b", stream=stream)
     cfg = matmul.configure(ma, mb, "bfloat16", facts, kernel="wgmma")
-    cfg = replace(cfg, defines=cfg.defines + (("ASYNCCOPY_WGMMA_PREFETCH_MAPS", 1),))
+    cfg = replace(cfg, defines=cfg.defines + (knob,))
     matmul.launch(cfg, ma, mb, store.data_ptr(), n + 8, stream=stream, facts=facts)
     c = store[:, :n].double().cpu().numpy()
     assert not np.isnan(c).any() and store[:, n:].isnan().all().item()

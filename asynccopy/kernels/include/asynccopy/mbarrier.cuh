@@ -55,12 +55,28 @@ __device__ __forceinline__ void mbarrier_expect_tx(mbarrier_t* bar, unsigned byt
                  : "memory");
 }
 
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_MBARRIER_SUSPEND_NS, a suspend-time hint (ns) for the
+// sm_90 try_wait below: the waiting thread may sleep inside the instruction until the phase completes or about that
+// long, instead of returning after the hardware's own short limit and spinning round the loop (CUTLASS passes 10 ms).
+// 0 (default): no hint, the hardware's limit.
+#ifndef ASYNCCOPY_MBARRIER_SUSPEND_NS
+#define ASYNCCOPY_MBARRIER_SUSPEND_NS 0
+#endif
+
 // Has the phase of the given parity completed? sm_90: try_wait (may suspend the thread briefly
 // inside the instruction); sm_80: test_wait (returns at once).
 __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsigned parity)
 {
     unsigned done;
 #if __CUDA_ARCH__ >= 900
+    if constexpr (ASYNCCOPY_MBARRIER_SUSPEND_NS > 0) {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
+            : "memory");
+        return done != 0;
+    }
     asm volatile(
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
@@ -82,6 +98,15 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsign
 __device__ __forceinline__ bool mbarrier_try_wait_parity_cluster(mbarrier_t* bar, unsigned parity)
 {
     unsigned done;
+    if constexpr (ASYNCCOPY_MBARRIER_SUSPEND_NS > 0) {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, %3;\n"
+            " selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
+            : "memory");
+        return done != 0;
+    }
     asm volatile(
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         " selp.u32 %0, 1, 0, p;\n}\n"
