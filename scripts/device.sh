@@ -12,7 +12,8 @@
 # --shards N: the GPU tests as N pytest processes side by side, each on a contiguous run of the collected tests
 # (neighbours share kernels, so each compile happens in about one process); most of a fresh run's time is NVRTC
 # on the CPU, which N processes spread over the cores. The logs are DIR/gpu-tests-I.txt; a test that fails there
-# runs again alone (serially) before the run counts it failed, and DIR/gpu-tests.txt holds that rerun.
+# runs again alone (serially) before the run counts it failed, and DIR/gpu-tests.txt holds that rerun. A process that
+# ends badly with no failed test (a crash at exit: Python's faulthandler prints where) fails the run too.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 logs=${OUT:-./device-logs}
@@ -44,15 +45,27 @@ shard_tests() {
   local total
   total=$(wc -l < "$logs/gpu-tests-ids.txt")
   echo "$total tests in $n shards"
+  local pids=() crashed=0 rc
   for ((i = 0; i < n; i++)); do
     sed -n "$(( i * total / n + 1 )),$(( (i + 1) * total / n ))p" "$logs/gpu-tests-ids.txt" > "$logs/gpu-tests-ids-$i.txt"
-    xargs -a "$logs/gpu-tests-ids-$i.txt" -d '\n' python3 -m pytest -q -p no:cacheprovider -rfE \
+    xargs -a "$logs/gpu-tests-ids-$i.txt" -d '\n' python3 -X faulthandler -m pytest -q -p no:cacheprovider -rfE \
       > "$logs/gpu-tests-$i.txt" 2>&1 &
+    pids+=($!)
   done
-  wait
-  for ((i = 0; i < n; i++)); do echo "shard $i: $(tail -1 "$logs/gpu-tests-$i.txt")"; done
+  for ((i = 0; i < n; i++)); do
+    wait "${pids[$i]}"; rc=$?
+    echo "shard $i: $(grep -E " in [0-9.]+s" "$logs/gpu-tests-$i.txt" | tail -1) (exit $rc)"
+    # a failed test (xargs' 123, FAILED / ERROR lines) is rerun below; a process that ended badly without one (xargs'
+    # 125: killed by a signal, e.g. a crash at exit after its summary) is reported as such
+    if [ "$rc" -ne 0 ] && ! grep -q "^FAILED\|^ERROR" "$logs/gpu-tests-$i.txt"; then
+      crashed=1; tail -5 "$logs/gpu-tests-$i.txt"
+    fi
+  done
   grep -h "^FAILED\|^ERROR" "$logs"/gpu-tests-[0-9]*.txt | sed 's/^[A-Z]* //; s/ - .*//' | sort -u > "$logs/gpu-tests-failed.txt"
-  [ -s "$logs/gpu-tests-failed.txt" ] || { echo "no failures"; return 0; }
+  if [ ! -s "$logs/gpu-tests-failed.txt" ]; then
+    [ $crashed = 0 ] && { echo "no failures"; return 0; }
+    echo "no test failed, but a process ended badly (above)"; return 1
+  fi
   echo "$(wc -l < "$logs/gpu-tests-failed.txt") failed side by side; again, one process:"
   xargs -a "$logs/gpu-tests-failed.txt" -d '\n' python3 -m pytest -q -p no:cacheprovider -rfE 2>&1 \
     | tee "$logs/gpu-tests.txt" | grep -v "^\.\+\s*\[" | tail -30
