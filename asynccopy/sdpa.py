@@ -119,9 +119,9 @@ def _check_rows(t: Tensor4) -> None:
         raise ArgumentError(f"{t.name}'s data pointer {t.ptr:#x} is not {ROW_ALIGN}-byte aligned (an offset view?); "
                             f"the kernels copy 16-byte chunks of each row")
     for axis in range(3):
-        if t.shape[axis] > 1 and (t.strides[axis] < 0 or (t.strides[axis] * size) % ROW_ALIGN):
-            if t.strides[axis] < 0:
-                raise ArgumentError(f"{t.name}'s {AXES[axis]} stride {t.strides[axis]} is negative (a reversed view)")
+        if t.shape[axis] > 1 and t.strides[axis] < 0:
+            raise ArgumentError(f"{t.name}'s {AXES[axis]} stride {t.strides[axis]} is negative (a reversed view)")
+        if t.shape[axis] > 1 and (t.strides[axis] * size) % ROW_ALIGN:
             raise ArgumentError(f"{t.name}'s {AXES[axis]} stride {t.strides[axis]} elements ({t.strides[axis] * size} "
                                 f"bytes) is not a multiple of {ROW_ALIGN} bytes; the kernels copy 16-byte chunks of "
                                 f"each row (make it contiguous)")

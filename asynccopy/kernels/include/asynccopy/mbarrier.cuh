@@ -62,6 +62,12 @@ __device__ __forceinline__ void mbarrier_expect_tx(mbarrier_t* bar, unsigned byt
 #ifndef ASYNCCOPY_MBARRIER_SUSPEND_NS
 #define ASYNCCOPY_MBARRIER_SUSPEND_NS 0
 #endif
+// The hint as try_wait's last operand (%3 below), or nothing: the default's PTX is the text without it.
+#if ASYNCCOPY_MBARRIER_SUSPEND_NS > 0
+#define ASYNCCOPY_SUSPEND_OPERAND ", %3"
+#else
+#define ASYNCCOPY_SUSPEND_OPERAND ""
+#endif
 
 // Has the phase of the given parity completed? sm_90: try_wait (may suspend the thread briefly
 // inside the instruction); sm_80: test_wait (returns at once).
@@ -69,18 +75,11 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsign
 {
     unsigned done;
 #if __CUDA_ARCH__ >= 900
-    if constexpr (ASYNCCOPY_MBARRIER_SUSPEND_NS > 0) {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
-            : "memory");
-        return done != 0;
-    }
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2" ASYNCCOPY_SUSPEND_OPERAND ";\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
+        : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
         : "memory");
 #else
     asm volatile(
@@ -98,20 +97,11 @@ __device__ __forceinline__ bool mbarrier_try_wait_parity(mbarrier_t* bar, unsign
 __device__ __forceinline__ bool mbarrier_try_wait_parity_cluster(mbarrier_t* bar, unsigned parity)
 {
     unsigned done;
-    if constexpr (ASYNCCOPY_MBARRIER_SUSPEND_NS > 0) {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2, %3;\n"
-            " selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
-            : "memory");
-        return done != 0;
-    }
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2" ASYNCCOPY_SUSPEND_OPERAND
+        ";\n selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
+        : "r"(smem_addr(bar)), "r"(parity), "n"(ASYNCCOPY_MBARRIER_SUSPEND_NS)
         : "memory");
     return done != 0;
 }
