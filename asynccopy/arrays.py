@@ -8,11 +8,13 @@ cuda.core buffer handed over by DLPack.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .device import cuda_core
 from .errors import ArgumentError
 
 
@@ -28,9 +30,16 @@ class DeviceArray:
     device_id: int
 
 
+_kinds: dict[type, str] = {}  # type -> its framework (a call asks several times; the types are few)
+
+
 def _kind(obj: object) -> str:
-    module = type(obj).__module__.split(".")[0]
-    return module if module in ("cupy", "torch", "jax", "jaxlib", "numpy") else "other"
+    cls = type(obj)
+    kind = _kinds.get(cls)
+    if kind is None:
+        module = str(cls.__module__).split(".")[0]
+        kind = _kinds[cls] = module if module in ("cupy", "torch", "jax", "jaxlib", "numpy") else "other"
+    return kind
 
 
 def check_writable(obj: object, name: str) -> None:
@@ -84,27 +93,45 @@ def device_view(obj: object, name: str, *, stream):
 _TORCH_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}
 
 
-def torch_layout(obj: object, stream) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int] | None:
+def torch_layout(obj: object, stream, torch_streams: dict[int, int] | None = None
+                 ) -> tuple[int, tuple[int, ...], tuple[int, ...], str, int] | None:
     """(address, shape, element strides, dtype name, device) of a CUDA PyTorch tensor read from its attributes, where
     that is all DLPack would give: a bf16 / f16 / f32 tensor, and ``stream`` is its device's
     current PyTorch stream, so nothing needs ordering (DLPack would make ``stream`` wait for that one). None otherwise:
-    device_view's DLPack path then (and its errors)."""
+    device_view's DLPack path then (and its errors). ``torch_streams``: see :func:`torch_stream`."""
     if _kind(obj) != "torch" or not getattr(obj, "is_cuda", False):
         return None
     dtype = _TORCH_DTYPES.get(str(obj.dtype))
     if dtype is None:
         return None
+    device = obj.device
+    if torch_stream(device, torch_streams) != int(stream.handle):
+        return None
+    return obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dtype, device.index
+
+
+def torch_stream(device, torch_streams: dict[int, int] | None = None) -> int:
+    """The handle of the current PyTorch stream of ``device`` (a CUDA torch.device). ``torch_streams``: what one call
+    has read so far (device index -> handle), filled here, so that a call asks PyTorch once a device (its current
+    stream cannot change during the call; asking costs microseconds); None: asked every time."""
+    index = device.index
+    if torch_streams is not None:
+        handle = torch_streams.get(index)
+        if handle is not None:
+            return handle
     import torch
 
-    if torch.cuda.current_stream(obj.device).cuda_stream != int(stream.handle):
-        return None
-    return obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()), dtype, obj.device.index
+    handle = torch.cuda.current_stream(device).cuda_stream
+    if torch_streams is not None:
+        torch_streams[index] = handle
+    return handle
 
 
-def device_layout(obj: object, name: str, *, stream) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, str, int]:
+def device_layout(obj: object, name: str, *, stream, torch_streams: dict[int, int] | None = None
+                  ) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, str, int]:
     """(address, shape, element strides or None, dtype name, device) of a CUDA array ordered onto ``stream``:
     torch_layout's where it applies, else device_view's."""
-    fast = torch_layout(obj, stream)
+    fast = torch_layout(obj, stream, torch_streams)
     if fast is not None:
         return fast
     smv, dtype = device_view(obj, name, stream=stream)
@@ -115,40 +142,35 @@ _streams: dict[tuple[int, int], object] = {}  # (device, handle) -> its cuda.cor
 
 
 def _from_handle(device_id: int, handle: int):
-    from cuda.core import Stream
-
     got = _streams.get((device_id, handle))
     if got is None:
         if len(_streams) > 256:
             _streams.clear()
-        got = _streams[(device_id, handle)] = Stream.from_handle(handle)
+        got = _streams[(device_id, handle)] = cuda_core().Stream.from_handle(handle)
     return got
 
 
-def resolve_stream(stream: object, like: object | None = None):
+def resolve_stream(stream: object, like: object | None = None, *, torch_streams: dict[int, int] | None = None):
     """A cuda.core Stream from ``stream``: a cuda.core Stream, an object with ``__cuda_stream__``
     (CuPy, PyTorch, ...), or a raw ``cudaStream_t`` as int. ``None``: the current stream of the
-    input's framework (CuPy, PyTorch), else the device's default stream."""
-    from cuda.core import Device, Stream
-
-    if stream is not None and not isinstance(stream, Stream):
+    input's framework (CuPy, PyTorch), else the device's default stream. ``torch_streams``: see :func:`torch_stream`."""
+    core = cuda_core()
+    if stream is not None and not isinstance(stream, core.Stream):
         _check_stream(stream)  # before the driver: a wrong kind is named, not a driver error
-    dev = Device()
+    dev = core.Device()
     dev.set_current()
     if stream is None and like is not None:
         check_device_array(like, "the array")
         kind = _kind(like)
         if kind == "torch":
-            import torch
-
-            stream = torch.cuda.current_stream(like.device).cuda_stream
+            stream = torch_stream(like.device, torch_streams)
         elif kind == "cupy":
             import cupy
 
             stream = cupy.cuda.get_current_stream().ptr
     if stream is None:
         return dev.default_stream
-    if isinstance(stream, Stream):
+    if isinstance(stream, core.Stream):
         return stream
     if isinstance(stream, int):
         return _from_handle(dev.device_id, stream)
@@ -295,8 +317,9 @@ def output(out, src: DeviceArray, *, stream) -> Output:
     return Output(o.ptr, out)
 
 
-def empty_like(src: DeviceArray, *, stream) -> Output:
-    """A new uninitialized array of src's kind, shape and dtype, usable in order on ``stream``."""
+def empty_like(src: DeviceArray, *, stream, torch_streams: dict[int, int] | None = None) -> Output:
+    """A new uninitialized array of src's kind, shape and dtype, usable in order on ``stream``. ``torch_streams``: see
+    :func:`torch_stream`."""
     kind = _kind(src.obj)
     if kind == "cupy":
         import cupy
@@ -309,12 +332,12 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     if kind == "torch":
         import torch
 
-        device = src.obj.device
-        if int(stream.handle) == torch.cuda.current_stream(device).cuda_stream:
-            arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=device)
+        device, dtype = src.obj.device, getattr(torch, _dtype_name(src.dtype))
+        if int(stream.handle) == torch_stream(device, torch_streams):
+            arr = torch.empty(src.shape, dtype=dtype, device=device)
         else:  # the caching allocator ties memory to the stream it was allocated on: the one we write it on
             with torch.cuda.stream(torch.cuda.ExternalStream(int(stream.handle), device=device)):
-                arr = torch.empty(src.shape, dtype=getattr(torch, src.dtype.name), device=device)
+                arr = torch.empty(src.shape, dtype=dtype, device=device)
         return Output(int(arr.data_ptr()), arr)
     from cuda.core import Device
     from cuda.core.utils import StridedMemoryView
@@ -325,6 +348,11 @@ def empty_like(src: DeviceArray, *, stream) -> Output:
     buf = Device(src.device_id).allocate(max(src.size, 1) * src.dtype.itemsize, stream=stream)
     smv = StridedMemoryView.from_buffer(buf, shape=src.shape, dtype=np.dtype(np.uint16) if bits else src.dtype)
     return Output(int(smv.ptr), smv, jax=jax, jax_dtype="bfloat16" if bits else None)
+
+
+@functools.cache
+def _dtype_name(dtype: np.dtype) -> str:
+    return dtype.name  # a property computed in Python each time (a microsecond)
 
 
 def to_host(ptr: int, nbytes: int, stream) -> np.ndarray:

@@ -22,6 +22,7 @@ import re
 import tempfile
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -327,12 +328,29 @@ def allow_dynamic_smem(kernel, nbytes: int, device_id: int) -> None:
     _smem_opt_in[memo] = nbytes
 
 
+class Launch:
+    """A kernel at one launch shape (grid, block, dynamic shared memory, cluster), worked out once and launched many
+    times: cuda.core's LaunchConfig is made once, and the kernel opted into its shared memory on a stream's device once
+    (the stream last launched on is remembered, weakly: the next call on that Stream object asks nothing, and a stream
+    the caller let go is not kept). cuda.core's launch still packs the arguments each call (it takes no packed ones)."""
+
+    def __init__(self, kernel, *, grid, block, shmem: int = 0, cluster=None):
+        self.kernel, self.shmem = kernel, shmem
+        self.config = device.cuda_core().LaunchConfig(grid=grid, block=block, shmem_size=shmem, cluster=cluster)
+        self._stream = None  # a weak reference to the stream last launched on: its device's opt-in is done
+
+    def __call__(self, stream, *args) -> None:
+        """Launch on ``stream`` (a cuda.core Stream)."""
+        if self._stream is None or self._stream() is not stream:
+            if self.shmem > 0:  # static + dynamic above 48 KB needs the opt-in (memoized per kernel and device)
+                allow_dynamic_smem(self.kernel, self.shmem, stream.device.device_id)
+            try:
+                self._stream = weakref.ref(stream)
+            except TypeError:  # a stream type without weak references: asked each call
+                self._stream = None
+        device.cuda_core().launch(stream, self.config, self.kernel, *args)
+
+
 def launch(kernel, *args, grid, block, stream, shmem: int = 0, cluster=None) -> None:
     """Launch on ``stream`` (a cuda.core Stream), opting into >48 KB of dynamic shared memory if asked."""
-    from cuda.core import LaunchConfig
-    from cuda.core import launch as core_launch
-
-    if shmem > 0:  # static + dynamic above 48 KB needs the opt-in; setting it always is cheap (memoized)
-        allow_dynamic_smem(kernel, shmem, stream.device.device_id)
-    config = LaunchConfig(grid=grid, block=block, shmem_size=shmem, cluster=cluster)
-    core_launch(stream, config, kernel, *args)
+    Launch(kernel, grid=grid, block=block, shmem=shmem, cluster=cluster)(stream, *args)

@@ -198,6 +198,15 @@ def smem_limits_of_arch(arch: str) -> tuple[int, int]:
 # The live GPU
 
 
+@functools.cache
+def cuda_core():
+    """The cuda.core module, imported on first use: ``import asynccopy`` goes without it (a tenth of a second), and the
+    entry points, called in a loop, do not import it again each call."""
+    import cuda.core
+
+    return cuda.core
+
+
 def _no_gpu(reason: object) -> DeviceError:
     first = str(reason).strip().splitlines()[0] if str(reason).strip() else type(reason).__name__
     return DeviceError(f"no CUDA GPU available ({first})")

@@ -4,24 +4,20 @@
     c = asynccopy.gemm(x, w.T)               # a transposed view is fine: either operand row- or column-major
 
 Data flows one way: arrays → checks (pure Python, one clear error) → a GemmConfig (kernel record, tile,
-stages, the operands' majors) → tensor maps → compile (cached) → launch on the caller's stream → C
-of the caller's kind. Each kernel is one record in KERNELS: what it takes (dtypes, arch, strides),
-its source and template, the instructions its SASS must show, its tiles and stage counts.
+stages, the operands' majors; kept per kind of call) → tensor maps → compile (cached) → launch on the caller's
+stream (asynccopy.gemm_launch: worked out once per configuration and extents) → C of the caller's kind. Each
+kernel is one record in KERNELS: what it takes (dtypes, arch, strides), its source and template, the instructions
+its SASS must show, its tiles and stage counts.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
-import numpy as np
-
-from . import arrays, build, device, memo, tuning, workspace
-from . import cluster as clusters
+from . import arrays, device, memo, tuning
 from .dtypes import dtype_name, numpy_dtype
 from .errors import ArgumentError, check_int, check_name
 from .gemm_kernels import (
-    _STORAGE,
     CLUSTER_KNOB,
     DTYPES,
     EPI_BUFS_KNOB,
@@ -40,13 +36,14 @@ from .gemm_kernels import (
     paired_config,
     paired_defines,
 )
+from .gemm_launch import launch, zero
 from .gemm_schedule import split_count, stream_k_pays, stream_k_plan, work_units
-from .matrix import ITEMSIZE, Matrix, align, alignment, matrix
+from .matrix import ITEMSIZE, Matrix, alignment, matrix
 
 __all__ = ["CLUSTER_KNOB", "DTYPES", "EPI_BUFS_KNOB", "KERNELS", "MMA_WARPS_KNOB", "OUT_DTYPES", "PAIRED",
            "PAIR_BULK_KNOB", "PAIR_K", "SHARE_KNOB", "GemmConfig", "GemmKernel", "Matrix", "check_operands", "check_out",
-           "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default", "stream_k_pays",
-           "stream_k_plan", "why_not"]
+           "cluster_of", "configure", "gemm", "itemsize", "launch", "matrix", "split_count", "stream_k_default",
+           "stream_k_pays", "stream_k_plan", "why_not"]
 
 
 def check_operands(a: Matrix, b: Matrix, out_dtype: str | None) -> str:
@@ -194,146 +191,7 @@ def _tuned(a: Matrix, b: Matrix, out_dtype: str, facts, usable) -> GemmConfig | 
 # ---------------------------------------------------------------------------------------------
 # Launch
 
-
-_MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16", "float32": "FLOAT32"}
-
-
-@functools.lru_cache(maxsize=256)
-def _tensor_map(ptr: int, dtype: str, outer: int, inner: int, lead: int, box_outer: int, box_inner: int,
-                l2_promotion: str = "none"):
-    """The 128B-swizzled TMA map of a row-major [outer][inner] matrix (leading dimension ``lead``). A map
-    holds only numbers (address, extents, strides, box), so one encoded for the same numbers is reused:
-    repeated calls on the same buffers skip the validation and the driver's encode."""
-    from cuda.core import Buffer
-    from cuda.core._tensor_map import TensorMapDataType, TensorMapL2Promotion, TensorMapSwizzle
-    from cuda.core.utils import StridedMemoryView
-
-    from . import tensormap
-
-    size = ITEMSIZE[dtype]
-    if outer == 1:
-        lead = -(-inner * size // 16) * 16 // size  # one row: its stride is never used, but must be legal
-    spec = tensormap.TensorMapSpec(dtype, (inner, outer), (lead * size,), (box_inner, box_outer), swizzle="128B",
-                                   l2_promotion=l2_promotion, address=ptr)
-    tensormap.validate(spec, lint=False)
-    nbytes = size * ((outer - 1) * lead + inner)
-    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=(outer, inner),
-                                         strides=(lead, 1), dtype=np.dtype(f"uint{8 * size}"))
-    l2 = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[l2_promotion]
-    return view.as_tensor_map(box_dim=(box_outer, box_inner), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
-                              swizzle=TensorMapSwizzle.SWIZZLE_128B, l2_promotion=getattr(TensorMapL2Promotion, l2))
-
-
-def _operand_map(mtx: Matrix, box_outer: int, box_inner: int, l2_promotion: str = "none"):
-    outer, inner = (mtx.rows, mtx.cols) if mtx.row_major else (mtx.cols, mtx.rows)
-    return _tensor_map(mtx.ptr, mtx.dtype, outer, inner, mtx.lead, box_outer, box_inner, l2_promotion)
-
-
-@functools.cache
-def _kernel(cfg: GemmConfig, arch: str, hang_ns: int):
-    """The configuration's kernel, loaded; built for two blocks per SM where its record has the knob and
-    that build needs no local memory (+4% for simt at 4096^3 on the H200), else as it is."""
-    knob = cfg.record.two_blocks_knob
-    if knob and not cfg.defines and cfg.tile in cfg.record.two_blocks_tiles:
-        name, _, value = knob.partition("=")
-        kernel = replace(cfg, defines=((name, value),)).compile(arch).kernel(cfg.name_expression())
-        if kernel.attributes.local_size_bytes == 0:
-            return kernel
-    return cfg.compile(arch).kernel(cfg.name_expression())
-
-
-@functools.cache
-def _sum_kernel(out_dtype: str, arch: str):
-    module = build.compile(build.read_kernel("gemm_splitk.cu"), arch=arch, name="gemm_splitk",
-                           name_expressions=(f"gemm_splitk_sum<{_STORAGE[out_dtype]}>",))
-    return module.kernel(f"gemm_splitk_sum<{_STORAGE[out_dtype]}>")
-
-
-def launch(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, stream, facts) -> None:
-    """C[m, n] (row-major, leading dimension ldc) = A x B on raw, checked operands."""
-    m, k, n = a.rows, a.cols, b.cols
-    rec = cfg.record
-    if rec.operands == "tma":
-        _launch_tma(cfg, a, b, c_ptr, ldc, stream=stream, facts=facts)
-        return
-    bm, bn = cfg.tile
-    args = (a.ptr, np.int64(a.lead), b.ptr, np.int64(b.lead), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
-            np.int32(k))
-    kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    build.launch(kernel, *args, grid=-(-m // bm) * -(-n // bn), block=cfg.threads, stream=stream, shmem=cfg.smem_bytes)
-
-
-def _launch_tma(cfg: GemmConfig, a: Matrix, b: Matrix, c_ptr: int, ldc: int, *, stream, facts) -> None:
-    """The TMA kernel: operands and C through tensor maps; with splits > 1, f32 partials into a workspace
-    (stream-ordered, freed after use) that gemm_splitk_sum adds up into C."""
-    m, k, n = a.rows, a.cols, b.cols
-    rec = cfg.record
-    bm, bn = cfg.tile
-    l2 = cfg.l2_promotion
-    cluster, share = cluster_of(cfg)
-    # clusters of two sharing an operand: each block loads and multicasts half of its tile
-    a_rows, b_rows = (bm // 2 if share == "a" else bm), (bn // 2 if share == "b" else bn)
-    map_a = _operand_map(a, 64, 64, l2) if cfg.a_mn else _operand_map(a, a_rows, rec.bk, l2)
-    map_b = _operand_map(b, 64, 64, l2) if cfg.b_mn else _operand_map(b, b_rows, rec.bk, l2)
-    splits, ws = cfg.splits, None
-    if splits > 1:
-        from cuda.core import Device
-
-        ldw = -(-n // 4) * 4  # 16-byte aligned rows: the sum reads 4 columns at a time
-        ws = Device(facts.device_id).allocate(4 * splits * m * ldw, stream=stream)
-        # ordinary stores of pairs of floats (ALIGN 8), not TMA stores: the partials are read back, and
-        # compute-sanitizer's initcheck does not count TMA stores as initializing what they write
-        kcfg = replace(cfg, out_dtype="float32", align=8, splits=1)
-        map_c, c_arg, ld_arg = map_a, int(ws.handle), ldw
-    else:
-        size = ITEMSIZE[cfg.out_dtype]
-        c_align = align(c_ptr, ldc * size if m > 1 else 16)
-        if c_align == 16 and (n * size) % 16:
-            # a TMA store of a box that reaches a row's end writes on to the next 16-byte boundary (seen on
-            # the H200: a 301-column bf16 C got zeros in its padding columns 301..303): C from the
-            # registers then, in pairs
-            c_align = 8
-        kcfg = replace(cfg, align=c_align, splits=1)
-        # C in boxes of 64 rows x 128 bytes (the kernel's staging chunks); unused when C is not 16-byte aligned
-        map_c = _tensor_map(c_ptr, cfg.out_dtype, m, n, ldc, 64, 128 // size) if kcfg.align == 16 else map_a
-        c_arg, ld_arg = c_ptr, ldc
-    tiles_n = -(-n // bn)
-    tiles_m = -(-m // bm)
-    units = work_units(tiles_m, tiles_n, share) * splits  # tiles (pairs of them where a pair multicasts) x splits
-    kernel = _kernel(kcfg, facts.arch, build.hang_timeout_ns())
-    # the workers: blocks, or clusters (the grid counts clusters then: as many as can be resident at once, asked
-    # once a kernel), at most one per unit
-    workers = facts.sm_count if cluster == 1 else _resident.get(
-        (kernel, cluster, facts.device_id),
-        lambda: clusters.max_active_clusters(kernel, cluster, block=rec.threads, shmem=kcfg.smem_bytes, stream=stream))
-    grid, sk_tiles, flags, partials = max(1, min(units, workers)), 0, 0, 0
-    if cfg.stream_k and share != "k" and splits == 1:
-        sk_tiles, grid = stream_k_plan(units, -(-k // rec.bk), workers)
-        if sk_tiles:  # each block's two consumers' f32 accumulators, for a contributor's piece
-            flags, partials = workspace.stream_k(facts.device_id, stream, 4 * grid * cluster * bm * bn)
-    args = (map_a, map_b, map_c, c_arg, np.int32(m), np.int32(n), np.int32(k), np.int64(ld_arg), np.int32(splits),
-            np.int32(sk_tiles), partials, flags)
-    build.launch(kernel, *args, grid=grid, block=rec.threads, stream=stream, shmem=kcfg.smem_bytes,
-                 cluster=cluster if cluster > 1 else None)
-    if ws is not None:
-        groups = m * -(-n // 4)
-        build.launch(_sum_kernel(cfg.out_dtype, facts.arch), int(ws.handle), np.int64(m * ldw), np.int64(ldw),
-                     np.int32(splits), c_ptr, np.int64(ldc), np.int32(m), np.int32(n),
-                     grid=max(1, min(-(-groups // 256), 8 * facts.sm_count)), block=256, stream=stream)
-        ws.close(stream)
-
-
 _configs = memo.Memo()  # gemm's configuration per kind of operands (memo.matrix_key), out dtype, device and arguments
-_resident = memo.Memo()  # per (kernel, cluster size, device): the clusters it keeps resident at once
-# (cuOccupancyMaxActiveClusters; one build runs on every GPU of its arch, whose SM counts may differ)
-
-
-def _zero(ptr: int, rows: int, cols: int, ld: int, itemsize: int, stream) -> None:
-    from cuda.bindings import driver
-
-    device.check_driver(driver.cuMemsetD2D8Async(ptr, ld * itemsize, 0, cols * itemsize, rows, int(stream.handle)),
-                        "cuMemsetD2D8Async")
-
 
 def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None, tile=None,
          out_dtype: str | None = None, stream=None):
@@ -352,16 +210,17 @@ def gemm(a, b, *, out=None, kernel: str | None = None, stages: int | None = None
     if out is not None:
         arrays.check_device_array(out, "out")
     facts = device.current()
-    s = arrays.resolve_stream(stream, a)
-    ma, mb = matrix(a, "a", stream=s), matrix(b, "b", stream=s)
+    seen: dict[int, int] = {}  # each device's current PyTorch stream, asked once this call (arrays.torch_stream)
+    s = arrays.resolve_stream(stream, a, torch_streams=seen)
+    ma, mb = matrix(a, "a", stream=s, torch_streams=seen), matrix(b, "b", stream=s, torch_streams=seen)
     out_dtype = check_operands(ma, mb, out_dtype)
     key = (memo.matrix_key(ma), memo.matrix_key(mb), out_dtype, facts, kernel, stages, repr(tile), tuning.generation())
     cfg = _configs.get(key, lambda: configure(ma, mb, out_dtype, facts, kernel=kernel, stages=stages, tile=tile))
-    dst, ldc = _output(out, ma, mb, out_dtype, s)
+    dst, ldc = _output(out, ma, mb, out_dtype, s, seen)
     m, k, n = ma.rows, ma.cols, mb.cols
     if m and n:
         if k == 0:
-            _zero(dst.ptr, m, n, ldc, ITEMSIZE[out_dtype], s)
+            zero(dst.ptr, m, n, ldc, ITEMSIZE[out_dtype], s)
         else:
             launch(cfg, ma, mb, dst.ptr, ldc, stream=s, facts=facts)
     return dst.finish(s)
@@ -387,12 +246,13 @@ def _span(x: Matrix) -> tuple[int, int, bool]:
     return arrays.span(x.ptr, (x.rows, x.cols), (x.row_stride, x.col_stride), ITEMSIZE[x.dtype])
 
 
-def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream) -> tuple[arrays.Output, int]:
-    """Where C goes, and its leading dimension."""
+def _output(out, a: Matrix, b: Matrix, out_dtype: str, stream, torch_streams: dict[int, int] | None = None
+            ) -> tuple[arrays.Output, int]:
+    """Where C goes, and its leading dimension. ``torch_streams``: see arrays.torch_stream."""
     m, n = a.rows, b.cols
     if out is None:
         like = arrays.DeviceArray(a.obj, a.ptr, m * n, (m, n), numpy_dtype(out_dtype), a.device_id)
-        return arrays.empty_like(like, stream=stream), n
+        return arrays.empty_like(like, stream=stream, torch_streams=torch_streams), n
     arrays.check_writable(out, "out")
-    c = matrix(out, "out", stream=stream)
+    c = matrix(out, "out", stream=stream, torch_streams=torch_streams)
     return arrays.Output(c.ptr, out), check_out(c, a, b, out_dtype)

@@ -40,9 +40,10 @@ class Matrix:
         return self.row_stride if self.row_major else self.col_stride
 
 
-def matrix(obj, name: str, *, stream) -> Matrix:
-    """``obj`` as a 2D CUDA matrix, row-major or column-major (a transposed view), else ArgumentError."""
-    ptr, shape, strides, dtype, device_id = arrays.device_layout(obj, name, stream=stream)
+def matrix(obj, name: str, *, stream, torch_streams: dict[int, int] | None = None) -> Matrix:
+    """``obj`` as a 2D CUDA matrix, row-major or column-major (a transposed view), else ArgumentError.
+    ``torch_streams``: see arrays.torch_stream."""
+    ptr, shape, strides, dtype, device_id = arrays.device_layout(obj, name, stream=stream, torch_streams=torch_streams)
     if len(shape) != 2:
         raise ArgumentError(f"{name} must be a 2D matrix, got {len(shape)} dimensions (shape {shape})")
     rows, cols = shape

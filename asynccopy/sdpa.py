@@ -14,7 +14,8 @@ keys each row sees (the logsumexp PyTorch's flash backend returns for the backwa
 
 Data flows one way: arrays → Tensor4 views → checks on shapes, dtypes and strides alone (pure Python, one
 clear error: :func:`check_inputs`, testable without a GPU) → an AttentionConfig (kernel record, dtype,
-head dim, stages, causal) → compile (cached) → launch on the caller's stream → out of the caller's kind.
+head dim, stages, causal; kept per problem) → compile (cached) → launch on the caller's stream
+(asynccopy.attention_launch: worked out once per configuration and problem) → out of the caller's kind.
 Each kernel is one record in KERNELS (asynccopy.attention_kernels): its source and template, what it takes,
 its tile, its stage counts, the instructions its SASS must show.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import arrays, build, device, workspace
+from . import arrays, device
 from .attention_kernels import (
     CONSUMERS_KNOB,
     DTYPES,
@@ -36,15 +37,15 @@ from .attention_kernels import (
     AttentionConfig,
     AttentionKernel,
     consumers_for_problem,
-    key_split,
     with_turns,
 )
+from .attention_launch import launch
 from .dtypes import dtype_name, numpy_dtype
 from .errors import ArgumentError, check_float, check_int, check_name
 from .matrix import ITEMSIZE
 
 __all__ = ["DTYPES", "KERNELS", "AttentionConfig", "AttentionKernel", "Problem", "Tensor4", "attention",
-           "check_inputs", "check_out", "configure", "tensor4", "why_not"]
+           "check_inputs", "check_out", "configure", "launch", "tensor4", "why_not"]
 
 AXES = ("batch", "heads", "seq", "head_dim")
 ROW_ALIGN = 16  # bytes: the kernels copy rows in 16-byte chunks
@@ -93,12 +94,12 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def tensor4(obj, name: str, *, stream) -> Tensor4:
+def tensor4(obj, name: str, *, stream, torch_streams: dict[int, int] | None = None) -> Tensor4:
     """``obj`` viewed through DLPack / __cuda_array_interface__ (ordered after its producer's stream onto
-    ``stream``), not yet checked beyond being a CUDA array."""
-    ptr, shape, strides, dt, device_id = arrays.device_layout(obj, name, stream=stream)
-    shape = tuple(int(d) for d in shape)
-    strides = tuple(int(s) for s in strides) if strides is not None else _contiguous_strides(shape)
+    ``stream``), not yet checked beyond being a CUDA array. ``torch_streams``: see arrays.torch_stream."""
+    ptr, shape, strides, dt, device_id = arrays.device_layout(obj, name, stream=stream, torch_streams=torch_streams)
+    shape = tuple(map(int, shape))
+    strides = tuple(map(int, strides)) if strides is not None else _contiguous_strides(shape)
     return Tensor4(name, shape, strides, dtype_name(dt), int(ptr), int(device_id), obj)
 
 
@@ -240,118 +241,10 @@ def _consumers(rec: AttentionKernel, p: Problem, facts, causal: bool) -> tuple[t
     return () if c == rec.consumers_for(p.head_dim) else ((CONSUMERS_KNOB, c),)
 
 
-# ---------------------------------------------------------------------------------------------
-# Launch
-
-
-@functools.cache
-def _kernel(cfg: AttentionConfig, arch: str, hang_ns: int):
-    return cfg.compile(arch).kernel(cfg.name_expression())
-
-
-def launch(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-           scale: float, *, stream, facts, trace_ptr: int = 0, split: tuple[int, int] | None = None) -> None:
-    """out (and lse at lse_ptr, 0: none) from checked arrays; nothing to do for an empty output. A traced
-    configuration (TMA kernels) takes its trace buffer at ``trace_ptr``. ``split`` (TMA kernels, no causal
-    mask): (the grid's last items cut along their keys, pieces each) in place of attention_kernels.key_split's."""
-    if 0 in (p.batch, p.heads, p.q_len):
-        return
-    if cfg.trace != bool(trace_ptr):
-        raise ArgumentError("a traced configuration takes a trace buffer, and only it does")
-    if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # as fit() counts (static barriers)
-        raise ArgumentError(f"{cfg.stages} stages of {cfg.kernel} at head dim {cfg.head_dim} in {cfg.tile[0]} x {cfg.tile[1]} "
-                            f"tiles need {cfg.smem_bytes} bytes of shared memory a block and {cfg.record.smem_reserve} "
-                            f"beside; {facts.name} allows {facts.smem_per_block_optin}")
-    if cfg.record.operands == "tma":
-        _launch_tma(cfg, p, q, k, v, out, lse_ptr, scale, stream=stream, facts=facts, trace_ptr=trace_ptr,
-                    split=split)
-        return
-    strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
-    kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    grid = (-(-p.q_len // cfg.tile[0]), p.heads, p.batch)
-    build.launch(kernel, q.ptr, k.ptr, v.ptr, out.ptr, lse_ptr, *strides, np.int32(p.group), np.int32(p.q_len),
-                 np.int32(p.k_len), np.float32(scale), grid=grid, block=cfg.threads, stream=stream,
-                 shmem=cfg.smem_bytes)
-
-
-_MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16"}
-
-
-def _legal_strides(t: Tensor4) -> tuple[int, ...]:
-    """t's element strides, those of extent-1 axes (never stepped, any value) replaced by a legal one for a
-    tensor map (a 16-byte multiple)."""
-    size = ITEMSIZE[t.dtype]
-    out = list(t.strides)
-    for axis in range(3):
-        if t.shape[axis] == 1:
-            out[axis] = ROW_ALIGN // size
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=256)
-def _tensor_map(ptr: int, dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], rows: int):
-    """The 128B-swizzled TMA map of a (batch, heads, seq, head_dim) tensor (element strides, head_dim
-    contiguous) in boxes of ``rows`` x 64 elements of head_dim; checked by asynccopy's validator first,
-    so that a rule it breaks is named. A map holds only numbers: one for the same numbers is reused."""
-    from cuda.core import Buffer
-    from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
-    from cuda.core.utils import StridedMemoryView
-
-    from . import tensormap
-
-    size = ITEMSIZE[dtype]
-    b, h, s, d = shape
-    spec = tensormap.TensorMapSpec(dtype, (d, s, h, b), tuple(x * size for x in strides[2::-1]), (64, rows, 1, 1),
-                                   swizzle="128B", address=ptr)
-    tensormap.validate(spec, lint=False)
-    nbytes = size * (1 + sum((e - 1) * x for e, x in zip(shape, strides)))
-    view = StridedMemoryView.from_buffer(Buffer.from_handle(ptr, nbytes), shape=shape, strides=strides,
-                                         dtype=np.dtype(f"uint{8 * size}"))
-    try:
-        return view.as_tensor_map(box_dim=(1, 1, rows, 64), data_type=getattr(TensorMapDataType, _MAP_TYPES[dtype]),
-                                  swizzle=TensorMapSwizzle.SWIZZLE_128B)
-    except (ValueError, TypeError, RuntimeError) as exc:  # the encoder's own rules, beyond our validator's
-        raise ArgumentError(f"the TMA map of a {shape} tensor with element strides {strides} was refused: "
-                            f"{str(exc).splitlines()[0]} (kernel='mma' takes any 16-byte rows)") from None
-
-
-def _map(t: Tensor4, rows: int):
-    return _tensor_map(t.ptr, t.dtype, tuple(t.shape), _legal_strides(t), rows)
-
-
-def _launch_tma(cfg: AttentionConfig, p: Problem, q: Tensor4, k: Tensor4, v: Tensor4, out: Tensor4, lse_ptr: int,
-                scale: float, *, stream, facts, trace_ptr: int = 0, split: tuple[int, int] | None = None) -> None:
-    """The TMA kernel: Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each
-    consumer warpgroup stores its own) x 64 columns of head_dim; the last wave's items cut along their keys
-    (attention_kernels.key_split), their pieces' partials and counters in the stream's workspace."""
-    bm, bn = cfg.tile
-    maps = (_map(q, bm), _map(k, bn), _map(v, bn), _map(out, 64))
-    kernel = _kernel(cfg, facts.arch, build.hang_timeout_ns())
-    items = -(-p.q_len // bm) * p.heads * p.batch
-    tail, pieces = key_split(cfg, p.q_len, p.k_len, p.heads, p.batch, facts.sm_count) if split is None else split
-    if pieces > 1 and tail > 0 and cfg.causal:
-        raise ArgumentError("a causal grid is not cut along its keys: its blocks follow causal_tile's order")
-    tail, pieces = min(tail, items, workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))
-    counter = partial = 0
-    if pieces > 1 and tail > 0:
-        grid = (items - tail + tail * pieces, 1, 1)
-        slot = 16 * 128 * (p.head_dim // 8 + 1)  # a warpgroup's O, max and sum (merge_pieces)
-        counter, partial = workspace.stream_k(facts.device_id, stream, tail * pieces * cfg.consumers * slot)
-    else:
-        grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1
-    build.launch(kernel, *maps, lse_ptr, np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len),
-                 np.float32(scale * LOG2E), counter, partial, np.int32(items - tail), np.int32(pieces),
-                 *((trace_ptr,) if cfg.trace else ()), grid=grid, block=cfg.threads, stream=stream,
-                 shmem=cfg.smem_bytes)
-
-
-LOG2E = 1.4426950408889634
-
-
-def _new(like: Tensor4, shape: tuple[int, ...], dtype: str, stream) -> arrays.Output:
-    size = int(np.prod(shape, dtype=np.int64))
-    src = arrays.DeviceArray(like.obj, like.ptr, size, shape, numpy_dtype(dtype), like.device_id)
-    return arrays.empty_like(src, stream=stream)
+def _new(like: Tensor4, shape: tuple[int, ...], dtype: str, stream, torch_streams: dict[int, int] | None = None
+         ) -> arrays.Output:
+    src = arrays.DeviceArray(like.obj, like.ptr, math.prod(shape), shape, numpy_dtype(dtype), like.device_id)
+    return arrays.empty_like(src, stream=stream, torch_streams=torch_streams)
 
 
 def _check_flags(causal, scale, stages, return_lse, kernel) -> int | None:
@@ -380,20 +273,21 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, kern
         arrays.check_device_array(x, name)
     stages = _check_flags(causal, scale, stages, return_lse, kernel)
     facts = device.current()
-    s = arrays.resolve_stream(stream, q)
-    tq, tk, tv = (tensor4(x, name, stream=s) for name, x in (("q", q), ("k", k), ("v", v)))
+    seen: dict[int, int] = {}  # each device's current PyTorch stream, asked once this call (arrays.torch_stream)
+    s = arrays.resolve_stream(stream, q, torch_streams=seen)
+    tq, tk, tv = (tensor4(x, name, stream=s, torch_streams=seen) for name, x in (("q", q), ("k", k), ("v", v)))
     p = check_inputs(tq, tk, tv)
     cfg = _configured(p, facts, kernel=kernel, stages=stages, causal=bool(causal))
     scale = 1.0 / math.sqrt(p.head_dim) if scale is None else float(scale)
     shape = (p.batch, p.heads, p.q_len, p.head_dim)
     if out is None:
-        dst = _new(tq, shape, p.dtype, s)
+        dst = _new(tq, shape, p.dtype, s, seen)
         to = Tensor4("out", shape, _contiguous_strides(shape), p.dtype, dst.ptr, tq.device_id)
     else:
         arrays.check_writable(out, "out")
-        to = tensor4(out, "out", stream=s)
+        to = tensor4(out, "out", stream=s, torch_streams=seen)
         check_out(to, p, tq.device_id, (tq, tk, tv))
         dst = arrays.Output(to.ptr, out)
-    lse = _new(tq, shape[:3], "float32", s) if return_lse else None
+    lse = _new(tq, shape[:3], "float32", s, seen) if return_lse else None
     launch(cfg, p, tq, tk, tv, to, lse.ptr if lse is not None else 0, scale, stream=s, facts=facts)
     return (dst.finish(s), lse.finish(s)) if lse is not None else dst.finish(s)

@@ -42,7 +42,7 @@ What is modelled, and how:
     the load's barrier (tma="late": the oldest such first, "lifo": the newest); wgmma groups
     execute (read shared memory and registers, write accumulators) at the wgmma.wait_group that retires
     them, the latest the PTX allows. One schedule per call: the tests pick several, not all.
-  * wgmma's key split (no causal mask; asynccopy.sdpa._launch_tma's ``split``, clamped as it clamps it): the
+  * wgmma's key split (no causal mask; asynccopy.attention_launch's ``split``, clamped as it clamps it): the
     1-D grid of whole items, then ``pieces`` blocks for each of the last ``tail`` items, run in linear order,
     each piece over its own range of key tiles (absolute tile numbers for the keys and the mask, its own count
     for stages and phases). A piece's consumer warpgroups stop where merge_pieces begins and resume after
@@ -741,7 +741,7 @@ class Tma:
     """TMA tensor copies on 4-D maps over (D, seq, heads, batch) of a [batch][heads][seq][D] T tensor,
     128B swizzle (asynccopy/swizzle.py: the box is written densely from the destination, then 16-byte
     chunks are moved by address bits [4, 7) ^= [7, 10)). Boxes: 64 elements x ``rows`` (the maps of
-    asynccopy.attention._launch_tma: Q 128 rows, K / V 128, out 64). Out-of-bounds elements load as zeros
+    asynccopy.attention_launch: Q 128 rows, K / V 128, out 64). Out-of-bounds elements load as zeros
     and still count their bytes; stores are clipped. Loads land (``policy``): "eager" when issued; "late"
     only on demand: when every agent is blocked, one load whose mbarrier a blocked agent waits on, the
     oldest such; "lifo" likewise, the newest such (TMA completes copies in any order, at any time before
@@ -1278,7 +1278,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
     ``overlap``, ``pingpong``, ``consumers``: the kernel's compile-time knobs ASYNCCOPY_ATTN_OVERLAP / _PINGPONG /
     _CONSUMERS / _BN (None: the defaults for the head dim and mask; warpgroups left out of ``order`` come
-    last). ``split``: the key split, (tail, pieces) as asynccopy.sdpa.launch's ``split`` (clamped as _launch_tma
+    last). ``split``: the key split, (tail, pieces) as asynccopy.sdpa.launch's ``split`` (clamped as _plan
     clamps it; (0, 1): none; without the causal mask only): the grid's last ``tail`` items cut into ``pieces``
     ranges of their key tiles, one block each, in a 1-D grid run in linear order; each piece's consumer
     warpgroups stop at merge_pieces and finish afterwards in ``finish_order``: None, the blocks' order (each
@@ -1292,7 +1292,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     batch, heads, q_len, d = qb.shape
     group = heads // kb.shape[1]
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    scale_log2 = float(np.float32(scale * LOG2E))  # asynccopy.attention._launch_tma passes float32(scale x log2 e)
+    scale_log2 = float(np.float32(scale * LOG2E))  # asynccopy.attention_launch passes float32(scale x log2 e)
     if scale_log2 == 0.0:  # .cu "if (scale_log2 == 0.0f) scale_log2 = __int_as_float(0x00800000)"
         scale_log2 = float(np.finfo(np.float32).tiny)
     out = np.full(qb.shape, np.nan)
@@ -1302,11 +1302,12 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     keys = keys or default_keys(d, causal)
     q_tiles = -(-q_len // (64 * consumers))
     k_len = kb.shape[2]
-    # sdpa._launch_tma: "items = -(-p.q_len // bm) * p.heads * p.batch"; "tail, pieces = min(tail, items,
+    # attention_launch._plan: "items = -(-p.q_len // bm) * p.heads * p.batch"; "tail, pieces = min(tail, items,
     # workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))"; "if pieces > 1 and tail > 0:
-    # grid = (items - tail + tail * pieces, 1, 1); slot = 16 * 128 * (p.head_dim // 8 + 1) ... stream_k(...,
-    # tail * pieces * cfg.consumers * slot)" (the flags zeroed, the partials what earlier launches left: NaN here);
-    # "else: grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1"; the kernel's whole_items = items - tail
+    # grid = (items - tail + tail * pieces, 1, 1); slot = 16 * 128 * (p.head_dim // 8 + 1); partial_bytes = tail *
+    # pieces * cfg.consumers * slot" (launch: workspace.stream_k, the flags zeroed, the partials what earlier launches
+    # left: NaN here); "else: grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1"; the kernel's whole_items =
+    # items - tail
     items = q_tiles * heads * batch
     tail, pieces = split
     if tail < 0 or pieces < 1:

@@ -30,7 +30,7 @@ class Layout:
 @pytest.fixture
 def layouts(monkeypatch):
     """matrix() reads Layout objects (no GPU): arrays.device_layout gives back what they hold."""
-    monkeypatch.setattr(arrays, "device_layout", lambda obj, name, *, stream: obj.layout)
+    monkeypatch.setattr(arrays, "device_layout", lambda obj, name, *, stream, torch_streams=None: obj.layout)
 
 
 def _m(rows, cols, *, dtype="float16", ptr=BASE, strides=None, device_id=0):
@@ -167,7 +167,7 @@ def test_out_dtype_may_be_a_torch_dtype():
 
 def test_a_bfloat16_result_without_ml_dtypes_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes then raises ImportError
-    monkeypatch.setattr(arrays, "empty_like", lambda src, *, stream: arrays.Output(BASE, None))
+    monkeypatch.setattr(arrays, "empty_like", lambda src, *, stream, torch_streams=None: arrays.Output(BASE, None))
     a, b = _m(8, 64, dtype="bfloat16"), _m(64, 32, dtype="bfloat16")
     with pytest.raises(AsyncCopyError, match=r"a bfloat16 result needs the ml_dtypes package"):  # was ModuleNotFoundError
         matmul._output(None, a, b, "bfloat16", None)

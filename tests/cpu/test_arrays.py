@@ -1,6 +1,9 @@
 """asynccopy.arrays without a GPU: a caller's array is checked through __cuda_array_interface__, and a bad
 one is named."""
 
+import sys
+import types
+
 import numpy as np
 import pytest
 
@@ -66,3 +69,17 @@ def test_dtype_and_alignment_are_the_callers_choice():
 def test_the_kind_of_an_array_is_its_framework():
     assert arrays._kind(np.zeros(1)) == "numpy"
     assert arrays._kind(FakeCudaArray((1,))) == "other"
+
+
+def test_a_call_asks_pytorch_for_a_devices_current_stream_once(monkeypatch):
+    asked = []
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(
+        current_stream=lambda device: asked.append(device.index) or types.SimpleNamespace(cuda_stream=0x50 + device.index))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    cuda0, cuda1 = types.SimpleNamespace(index=0), types.SimpleNamespace(index=1)
+    seen = {}  # one call's
+    assert [arrays.torch_stream(d, seen) for d in (cuda0, cuda0, cuda1, cuda0)] == [0x50, 0x50, 0x51, 0x50]
+    assert asked == [0, 1] and seen == {0: 0x50, 1: 0x51}
+    assert arrays.torch_stream(cuda0) == 0x50 and arrays.torch_stream(cuda0) == 0x50  # no call's record: asked each time
+    assert asked == [0, 1, 0, 0]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from asynccopy import build, device
+from asynccopy import attention_launch, build, device
 from asynccopy import sdpa as att
 from asynccopy.errors import ArgumentError
 from asynccopy.sdpa import AttentionConfig
@@ -92,9 +92,9 @@ def test_configure_takes_wgmma_on_hopper_only():
 
 def test_tensor_maps_take_extent_one_axes_of_any_stride():
     t = att.Tensor4("k", (1, 1, 300, 64), (7, 3, 64, 1), "bfloat16")
-    assert att._legal_strides(t) == (8, 8, 64, 1)  # never stepped: a legal 16-byte stride instead
+    assert attention_launch._legal_strides(t) == (8, 8, 64, 1)  # never stepped: a legal 16-byte stride instead
     t = att.Tensor4("k", (2, 4, 300, 64), (4 * 300 * 64, 64, 4 * 64, 1), "bfloat16")  # (b, s, h, d) memory
-    assert att._legal_strides(t) == t.strides
+    assert attention_launch._legal_strides(t) == t.strides
 
 
 @pytest.mark.parametrize("name", ["mma", "wgmma"])

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 import asynccopy
-from asynccopy import device, matmul
+from asynccopy import build, device, matmul
 from asynccopy.matmul import GemmConfig
 
 A100 = device.lookup("A100-40GB")
@@ -82,7 +82,7 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
     # the mma of the input type: f16 prints without a type suffix
     hmma = set(re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass))
     assert hmma == {"HMMA.16816.F32.BF16" if cfg.dtype == "bfloat16" else "HMMA.16816.F32"}, hmma
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     assert cfg.smem_bytes + cfg.record.smem_reserve <= A100.smem_per_block_optin
 
@@ -139,7 +139,7 @@ def test_the_four_warp_variant_builds_for_two_blocks_an_sm(arch, a_mn, b_mn, ali
     sass = module.sass()
     # 4 x 8 mma tiles of 16 x 8 a warp per k16 step, 4 steps a slice: 128 HMMA in the unrolled slice
     assert sass.count("HMMA.16816.F32.BF16") == 128, sass.count("HMMA.16816.F32.BF16")
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
     assert 2 * 128 * (-(-regs // 8) * 8) <= A100.regs_per_sm, regs  # two blocks' registers fit an SM

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from asynccopy import device, matmul
+from asynccopy import build, device, matmul
 from asynccopy.errors import ArgumentError
 from asynccopy.gemm_kernels import epi_bufs_of
 from asynccopy.matmul import GemmConfig, Matrix
@@ -42,7 +42,7 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(cfg):
     # the transposes: an MN-major operand is read with the transpose flag
     hgmma = [line for line in sass.splitlines() if "HGMMA" in line]
     assert all(("tnspA" in line) == cfg.a_mn and ("tnspB" in line) == cfg.b_mn for line in hgmma), hgmma[:2]
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
     assert cfg.smem_bytes + 2048 <= H200.smem_per_block_optin
 
@@ -89,7 +89,7 @@ def test_four_staging_buffers_store_a_whole_block_after_one_wait(tile_n, out_dty
     elif out_dtype == "float32":  # eight chunks through four buffers: the two-buffer build's code
         assert commits[1] == commits[0] and bars[1] == bars[0], (bars, commits)
     assert two.count("UTMASTG") == one.count("UTMASTG") > 0
-    usage = matmul.build.disassemble(four.compile("sm_90a").cubin, what="--dump-resource-usage")
+    usage = build.disassemble(four.compile("sm_90a").cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
 
 
@@ -101,7 +101,7 @@ def test_the_default_pairs_multicast_b_and_store_a_whole_block_after_one_wait():
     module = cfg.compile("sm_90a")
     sass = module.sass()
     assert sass.count("UTMALDG.2D.MULTICAST") == 2 and sass.count("UTMACMDFLUSH") == 1 and "UCGABAR" in sass, sass
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage
 
 
@@ -126,7 +126,7 @@ def test_the_cluster_variant_multicasts_the_shared_operand_and_syncs_its_pair(a_
     assert one.count("MEMBAR.ALL.GPU") == 1, one
     assert two.count("MEMBAR.ALL.GPU") == two.count("UCGABAR_ARV") + 1 > 1, two
     assert "UCGABAR" in two and "UCGABAR" not in one  # cluster.sync at the start and the end
-    usage = matmul.build.disassemble(pair.compile("sm_90a").cubin, what="--dump-resource-usage")
+    usage = build.disassemble(pair.compile("sm_90a").cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage), usage
 
 
@@ -306,7 +306,7 @@ def test_the_pair_k_variant_sends_its_accumulators_into_block_0(a_mn, b_mn, tile
         assert len(re.findall(r"\bSTAS\.128\b", sass)) == tile_n // 8 and "UBLKCP" not in sass
     assert "MULTICAST" not in sass
     assert sass.count("MEMBAR.ALL.GPU") == sass.count("UCGABAR_ARV") > 0
-    usage = matmul.build.disassemble(module.cubin, what="--dump-resource-usage")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and "STACK:0" in usage, usage
     assert cfg.smem_bytes == replace(cfg, defines=()).smem_bytes
 
