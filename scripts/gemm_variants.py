@@ -64,6 +64,8 @@ def main(argv=None) -> int:
                    help="comma-separated 0/1: the last wave shared out or not (persistent kernels; default: chosen)")
     p.add_argument("--l2", default=None, help="comma-separated L2 promotions of the operand maps (TMA kernels)")
     p.add_argument("--variant", action="append", default=None, help="NAME[:MACRO=VALUE,...]; repeatable")
+    p.add_argument("--triton", default=None,
+                   help="comma-separated num_stages of the bench's Triton matmul to time beside cuBLAS (default: none)")
     p.add_argument("--reps", type=int, default=30, help="timed runs of each case, split over the rounds")
     p.add_argument("--rounds", type=int, default=3, help="rounds of every case in turn (default 3)")
     p.add_argument("--settle", type=float, default=0.5,
@@ -102,6 +104,18 @@ def _shape(torch, shape, args, dtype, tile, stages, variants, facts, s) -> None:
         torch.matmul(ops.a[j], ops.b[j], out=ops.c[j])
 
     cases = [("cuBLAS", "-", cublas, 0.0)]
+    if args.triton:
+        from asynccopy.bench import triton_gemm
+
+        why = triton_gemm.available()
+        if why is not None:
+            print(f"Triton not timed: {why}", flush=True)
+        for st in ([] if why is not None else [int(x) for x in args.triton.split(",")]):
+            launchers = [triton_gemm.launcher(ops.a[j], ops.b[j], ops.c[j], stages=st) for j in range(ops.sets)]
+            ops.c[0].fill_(float("nan"))
+            launchers[0]()
+            torch.cuda.synchronize()
+            cases.append((f"Triton s{st}", st, lambda i, ls=launchers: ls[i % ops.sets](), ops.error()))
     splits = [int(x) for x in args.splits.split(",")] if args.splits else [None]
     l2s = args.l2.split(",") if args.l2 else [None]
     sks = [bool(int(x)) for x in args.stream_k.split(",")] if args.stream_k else [None]
