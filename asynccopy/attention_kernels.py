@@ -147,12 +147,15 @@ KERNELS: dict[str, AttentionKernel] = {
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
+PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "pingpong": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 1)),
               "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
+              # a block an SM taking unit after unit, the next unit's Q and K loading under the last one's end
+              "persistent": ((PERSISTENT_KNOB, 1),),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
               # the tensor maps prefetched into the TMA unit's descriptor cache as a block starts
@@ -194,6 +197,12 @@ class AttentionConfig:
         """Keys per K/V tile: the kernel's knob where the configuration sets it, else the record's."""
         knob = dict(self.defines).get(KEYS_KNOB)
         return int(knob) if knob is not None and int(knob) > 0 else self.record.keys_for(self.head_dim, self.causal)
+
+    @property
+    def persistent(self) -> bool:
+        """The wgmma kernel's blocks take the grid's units round after round, at most one block an SM (the knob);
+        never in a traced build (the kernel follows one item a block there)."""
+        return self.record.operands == "tma" and not self.trace and bool(int(dict(self.defines).get(PERSISTENT_KNOB, 0)))
 
     @property
     def tile(self) -> tuple[int, int]:

@@ -43,17 +43,20 @@ class _Plan:
 
 
 def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *, stream, facts, trace_ptr: int = 0,
-           split: tuple[int, int] | None = None) -> None:
+           split: tuple[int, int] | None = None, blocks: int | None = None) -> None:
     """out (and lse at lse_ptr, 0: none) from checked arrays (q, k, v, out: asynccopy.sdpa.Tensor4; p: its
     Problem); nothing to do for an empty output. A traced configuration (TMA kernels) takes its trace buffer at
     ``trace_ptr``. ``split`` (TMA kernels, no causal mask): (the grid's last items cut along their keys, pieces
-    each) in place of attention_kernels.key_split's."""
+    each) in place of attention_kernels.key_split's. ``blocks`` (a persistent configuration): at most this many
+    blocks take the units, in place of one an SM (so that a small problem gives each block several)."""
     if 0 in (p.batch, p.heads, p.q_len):
         return
     if cfg.trace != bool(trace_ptr):
         raise ArgumentError("a traced configuration takes a trace buffer, and only it does")
     hang_ns, split = build.hang_timeout_ns(), None if split is None else tuple(split)
-    plan = _plans.get((cfg, p, facts, hang_ns, split), lambda: _plan(cfg, p, facts, hang_ns, split))
+    if blocks is not None and (not cfg.persistent or blocks < 1):
+        raise ArgumentError(f"blocks={blocks}: a persistent configuration's cap of its grid, at least 1")
+    plan = _plans.get((cfg, p, facts, hang_ns, split, blocks), lambda: _plan(cfg, p, facts, hang_ns, split, blocks))
     if cfg.record.operands != "tma":
         strides = [np.int64(s) for t in (q, k, v, out) for s in t.strides[:3]]
         plan.run(stream, q.ptr, k.ptr, v.ptr, out.ptr, lse_ptr, *strides, *plan.before, np.float32(scale))
@@ -66,7 +69,8 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
              *((trace_ptr,) if cfg.trace else ()))
 
 
-def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] | None) -> _Plan:
+def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] | None,
+          blocks: int | None = None) -> _Plan:
     """The launch of ``cfg`` for problem ``p``: its grid, and for the TMA kernel the last wave's items cut along their
     keys (attention_kernels.key_split, or ``split``), their pieces' partials and counters in the stream's workspace."""
     if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # as fit() counts (static barriers)
@@ -84,19 +88,23 @@ def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] |
     tail, pieces = min(tail, items, workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))
     partial_bytes = 0
     if pieces > 1 and tail > 0:
-        grid = (items - tail + tail * pieces, 1, 1)
+        units = items - tail + tail * pieces
+        grid = (units, 1, 1)
         slot = 16 * 128 * (p.head_dim // 8 + 1)  # a warpgroup's O, max and sum (merge_pieces)
         partial_bytes = tail * pieces * cfg.consumers * slot
     else:
-        grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1
+        units, tail, pieces = items, 0, 1
+        grid = (-(-p.q_len // bm), p.heads, p.batch)
+    if cfg.persistent:  # at most one block an SM (the kernel's shared memory allows no more), each taking units in turn
+        grid = (min(units, blocks or facts.sm_count), 1, 1)
     run = build.Launch(kernel, grid=grid, block=cfg.threads, shmem=cfg.smem_bytes)
     # Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each consumer warpgroup stores its
     # own) x 64 columns of head_dim
     return _Plan(run, (np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len)),
-                 (np.int32(items - tail), np.int32(pieces)), partial_bytes, (bm, bn, bn, 64))
+                 (np.int32(items - tail), np.int32(pieces), np.int32(p.batch)), partial_bytes, (bm, bn, bn, 64))
 
 
-_plans = memo.Memo()  # a configuration's launch per problem, device, hang bound and split (_Plan)
+_plans = memo.Memo()  # a configuration's launch per problem, device, hang bound, split and grid cap (_Plan)
 
 
 _MAP_TYPES = {"bfloat16": "BFLOAT16", "float16": "FLOAT16"}

@@ -90,10 +90,27 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
 #define ASYNCCOPY_ATTN_PREFETCH_MAPS 0
 #endif
+//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's units (items, or
+//   pieces of key-split ones) round after round: the producer loads the next unit's Q as soon as every consumer
+//   warp is done with the last Q K^T of the unit before (empty_q), and its K / V tiles as stages free up, so a
+//   unit's start (Q's and the first K's loads) runs under the previous unit's last softmax, P V and epilogue; O is
+//   then staged in the unit's last K / V stage rather than in Q's buffer. 0 (default): a block an item. Traced
+//   builds are not persistent (the trace follows one item a block); the launch reads the knob too
+//   (AttentionConfig.persistent: the grid).
+#ifndef ASYNCCOPY_ATTN_PERSISTENT
+#define ASYNCCOPY_ATTN_PERSISTENT 0
+#endif
+#if defined(ASYNCCOPY_TRACE) && ASYNCCOPY_TRACE
+constexpr bool PERSISTENT = false;
+#else
+constexpr bool PERSISTENT = ASYNCCOPY_ATTN_PERSISTENT != 0;
+#endif
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
-// named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue (0: __syncthreads)
+// named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue, ALL_CONSUMERS_BARRIER every
+// consumer warpgroup done with a unit's last stage (PERSISTENT) (0: __syncthreads)
 constexpr int TURN_BARRIER = 4;
+constexpr int ALL_CONSUMERS_BARRIER = 7;
 #define NEG_INF __int_as_float(0xff800000u)
 
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
@@ -320,7 +337,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
                     float* __restrict__ lse, int heads, int group, int q_len, int k_len, float scale_log2,
                     int* __restrict__ split_counter, float* __restrict__ split_partial, int whole_items,
-                    int pieces AC_TRACE_PARAM)
+                    int pieces, int batch AC_TRACE_PARAM)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
@@ -344,6 +361,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     constexpr int KV_ELEMS = BN * D;  // one of K or V, one stage
     constexpr unsigned Q_BYTES = 2u * Q_ELEMS, KV_BYTES = 2u * KV_ELEMS;
     static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "whole 1024-byte swizzle repeats");
+    static_assert(!PERSISTENT || Q_ELEMS <= 2 * KV_ELEMS, "O (BM x D) fits a K / V stage, where PERSISTENT stages it");
 
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
@@ -351,7 +369,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     AT_MARK(0, threadIdx.x == 0);
     // full_k / full_v: the stage's K / V landed; empty_k / empty_v: its K / V read by every consumer warp
     // (K is handed back once S = Q K^T is done, V once P V is: the producer refills K a softmax earlier).
-    __shared__ ac::mbarrier_t full_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];
+    __shared__ ac::mbarrier_t full_q, empty_q, full_k[STAGES], full_v[STAGES], empty_k[STAGES], empty_v[STAGES];
     if (threadIdx.x == 0) {
         if (ASYNCCOPY_ATTN_PREFETCH_MAPS) {
             ac::tensormap_prefetch(&map_q);
@@ -360,6 +378,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::tensormap_prefetch(&map_o);
         }
         ac::mbarrier_init(&full_q, 1);
+        ac::mbarrier_init(&empty_q, 4 * CONSUMERS);  // PERSISTENT: one arrival per consumer warp
         for (int s = 0; s < STAGES; ++s) {
             ac::mbarrier_init(&full_k[s], 1);
             ac::mbarrier_init(&full_v[s], 1);
@@ -371,234 +390,301 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     __syncthreads();
 
     const int q_tiles = (q_len + BM - 1) / BM;
-    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int tail = -1, piece = 0;  // a key-split item's index among the split ones, and this block's piece of it
-    if (CAUSAL) {  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
-        ac::causal_tile(q_tiles, gridDim.y, gridDim.z, 4ll * k_len * D / group, qt, h, b);
-    } else if (pieces > 1) {  // a 1-D grid: whole_items items, then `pieces` blocks for each of the rest
-        long long item = blockIdx.x;
-        if (item >= whole_items) {
-            tail = static_cast<int>((item - whole_items) / pieces);
-            piece = static_cast<int>((item - whole_items) % pieces);
-            item = whole_items + tail;
+    const long long items = static_cast<long long>(q_tiles) * heads * batch;
+    // the grid's units: whole items, then (a key-split last wave) `pieces` pieces of each of the rest
+    const long long units = pieces > 1 ? whole_items + (items - whole_items) * pieces : items;
+    // The block's n-th unit and what it is: its query tile, head and batch, its piece of a key-split item
+    // (tail >= 0: the item's index among the split ones), its key tiles kv_first .. kv_first + kv_tiles - 1.
+    // PERSISTENT: round n of the grid's blocks, every other round in reverse block order (so that the causal
+    // grid's longest-first units even out across the blocks); else the block's own, and only n = 0.
+    struct Unit {
+        int qt, h, b, tail, piece, kv_first, kv_tiles;
+    };
+    auto unit_of = [&](long long n, Unit& u) -> bool {
+        long long unit;
+        if constexpr (PERSISTENT) {
+            const long long g = gridDim.x;
+            unit = n * g + ((n & 1) ? g - 1 - blockIdx.x : blockIdx.x);
+            if (unit >= units) return false;
+        } else {
+            if (n > 0) return false;
+            unit = blockIdx.x + static_cast<long long>(gridDim.x) *
+                                    (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
         }
-        qt = static_cast<int>(item % q_tiles);
-        h = static_cast<int>(item / q_tiles % heads);
-        b = static_cast<int>(item / q_tiles / heads);
-    }
-    const int hk = h / group;
-    const int q0 = qt * BM;
-    int kv_tiles = (k_len + BN - 1) / BN, kv_first = 0;  // this block's key tiles: kv_first .. + kv_tiles - 1
-    if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
-        const int last = min(q0 + BM, q_len) - 1;
-        kv_tiles = min(kv_tiles, last / BN + 1);
-    } else if (tail >= 0) {
-        kv_first = static_cast<int>(static_cast<long long>(piece) * kv_tiles / pieces);
-        kv_tiles = static_cast<int>(static_cast<long long>(piece + 1) * kv_tiles / pieces) - kv_first;
-    }
+        long long item = unit;
+        u.tail = -1;
+        u.piece = 0;
+        if (pieces > 1 && unit >= whole_items) {
+            u.tail = static_cast<int>((unit - whole_items) / pieces);
+            u.piece = static_cast<int>((unit - whole_items) % pieces);
+            item = whole_items + u.tail;
+        }
+        if (CAUSAL) {  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
+            ac::causal_item(item, q_tiles, heads, batch, 4ll * k_len * D / group, u.qt, u.h, u.b);
+        } else {
+            u.qt = static_cast<int>(item % q_tiles);
+            u.h = static_cast<int>(item / q_tiles % heads);
+            u.b = static_cast<int>(item / q_tiles / heads);
+        }
+        u.kv_tiles = (k_len + BN - 1) / BN;
+        u.kv_first = 0;
+        if (CAUSAL) {  // query i sees keys j <= i: none past the block's last query
+            const int last = min(u.qt * BM + BM, q_len) - 1;
+            u.kv_tiles = min(u.kv_tiles, last / BN + 1);
+        } else if (u.tail >= 0) {
+            const int all = u.kv_tiles;
+            u.kv_first = static_cast<int>(static_cast<long long>(u.piece) * all / pieces);
+            u.kv_tiles = static_cast<int>(static_cast<long long>(u.piece + 1) * all / pieces) - u.kv_first;
+        }
+        return true;
+    };
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;
-        ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
-#pragma unroll
-        for (int p = 0; p < PANELS; ++p) {
-            const int at[4] = {PANEL * p, q0, h, b};
-            ac::tensor_load<4>(q_s + p * BM * PANEL, &map_q, at, &full_q);
-        }
-        for (int j = 0; j < kv_tiles; ++j) {
-            const int s = ac::stage_of<STAGES>(j);
-            const unsigned free_phase = ac::phase_of<STAGES>(j) ^ 1u;
-            unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
-            unsigned short* v_s = k_s + KV_ELEMS;
-            ac::mbarrier_wait_parity(&empty_k[s], free_phase, {"attention_wgmma", "empty_k", s});
-            AT_PRODUCER(j, K_ISSUED);
-            ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
+        unsigned long long j0 = 0;  // the block's key tiles before this unit: the ring runs on across units
+        Unit u;
+        for (long long n = 0; unit_of(n, u); ++n) {
+            if (n > 0)  // every consumer warp is done with the previous unit's Q (its last Q K^T)
+                ac::mbarrier_wait_parity(&empty_q, static_cast<unsigned>((n - 1) & 1),
+                                         {"attention_wgmma", "empty_q", 0});
+            ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, (kv_first + j) * BN, hk, b};
-                ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
+                const int at[4] = {PANEL * p, u.qt * BM, u.h, u.b};
+                ac::tensor_load<4>(q_s + p * BM * PANEL, &map_q, at, &full_q);
             }
-            ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
-            AT_PRODUCER(j, V_ISSUED);
-            ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
+            const int hk = u.h / group;
+            for (int j = 0; j < u.kv_tiles; ++j) {
+                const int s = ac::stage_of<STAGES>(j0 + j);
+                const unsigned free_phase = ac::phase_of<STAGES>(j0 + j) ^ 1u;
+                unsigned short* k_s = smem + Q_ELEMS + s * 2 * KV_ELEMS;
+                unsigned short* v_s = k_s + KV_ELEMS;
+                ac::mbarrier_wait_parity(&empty_k[s], free_phase, {"attention_wgmma", "empty_k", s});
+                AT_PRODUCER(j, K_ISSUED);
+                ac::mbarrier_arrive_expect_tx(&full_k[s], KV_BYTES);
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, (kv_first + j) * BN, hk, b};
-                ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
+                for (int p = 0; p < PANELS; ++p) {
+                    const int at[4] = {PANEL * p, (u.kv_first + j) * BN, hk, u.b};
+                    ac::tensor_load<4>(k_s + p * BN * PANEL, &map_k, at, &full_k[s]);
+                }
+                ac::mbarrier_wait_parity(&empty_v[s], free_phase, {"attention_wgmma", "empty_v", s});
+                AT_PRODUCER(j, V_ISSUED);
+                ac::mbarrier_arrive_expect_tx(&full_v[s], KV_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p) {
+                    const int at[4] = {PANEL * p, (u.kv_first + j) * BN, hk, u.b};
+                    ac::tensor_load<4>(v_s + p * BN * PANEL, &map_v, at, &full_v[s]);
+                }
             }
+            j0 += u.kv_tiles;
         }
         return;
     }
 
-    // the consumers: warpgroup w = 0 .. CONSUMERS - 1 owns queries q0 + 64w .. q0 + 64w + 63
+    // the consumers: warpgroup w = 0 .. CONSUMERS - 1 owns queries q0 + 64w .. q0 + 64w + 63 of each unit
     ac::setmaxnreg_inc<CONSUMER_REGS>();
     const int w = warpgroup - 1;
     const int t = threadIdx.x % 128, lane = t % 32;
     const int r0 = 64 * w + 16 * (t / 32) + lane / 4;  // this thread's rows r0 and r0 + 8 of the block
-    const int qrow[2] = {q0 + r0, q0 + r0 + 8};
-    float acc_s[BN / 2];
-    float acc_o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
-    unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
     // scale 0 (uniform weights) as the least normal float: every score then scales to (nearly) 0, and a
     // masked one still to -inf (-inf x 0 would be NaN)
     if (scale_log2 == 0.0f) scale_log2 = __int_as_float(0x00800000);
-
-    ac::mbarrier_wait_parity(&full_q, 0u, {"attention_wgmma", "full_q", 0});
     const unsigned short* q_w = q_s + w * 64 * PANEL;  // this warpgroup's rows of Q's first panel
-    auto k_tile = [&](int j) { return smem + Q_ELEMS + ac::stage_of<STAGES>(j) * 2 * KV_ELEMS; };
-    auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
     auto release = [&](ac::mbarrier_t* bar) {
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
-    float rescale[2];
-    // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
-    // one, minima for a negative one); the branch is uniform
-    auto softmax = [&](int j) {  // j: the block's own count of its key tiles
-        if (scale_log2 > 0.0f)
-            softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
-        else
-            softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
-    };
-    if constexpr (!OVERLAP) {
-        for (int j = 0; j < kv_tiles; ++j) {
-            const int s = ac::stage_of<STAGES>(j);
-            const unsigned phase = ac::phase_of<STAGES>(j);
-            ac::mbarrier_wait_parity(&full_k[s], phase, {"attention_wgmma", "full_k", s});
-            AT_CONSUMER(j, K_READY);
-            ac::accumulator_fence(acc_s);
-            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_s);
-            release(&empty_k[s]);
-            AT_CONSUMER(j, S_DONE);
-            softmax(j);
-            ac::accumulator_fence(acc_o);
-            rescale_o<D>(acc_o, rescale);
-            pack_p<T, BN>(pa, acc_s);
-            AT_CONSUMER(j, SOFTMAX_DONE);
-            ac::mbarrier_wait_parity(&full_v[s], phase, {"attention_wgmma", "full_v", s});
-            AT_CONSUMER(j, V_READY);
-            ac::accumulator_fence(acc_o);
-            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_o);
-            AT_CONSUMER(j, PV_DONE);
-            release(&empty_v[s]);
-        }
-    } else {
-        // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
-        // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
-        // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
-        // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
-        // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
-        // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
-        // as many bar.arrive.
-        const int turns = kv_tiles + 1;
-        int turn = 0;
-        auto my_turn = [&] {
-            if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+    unsigned long long j0 = 0;  // the block's key tiles before this unit (the producer's count)
+    Unit u;
+    for (long long n = 0; unit_of(n, u); ++n) {
+        const int q0 = u.qt * BM, kv_first = u.kv_first, kv_tiles = u.kv_tiles;
+        const int qrow[2] = {q0 + r0, q0 + r0 + 8};
+        float acc_s[BN / 2];
+        float acc_o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+        float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
+        unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
+
+        ac::mbarrier_wait_parity(&full_q, static_cast<unsigned>(n & 1), {"attention_wgmma", "full_q", 0});
+        auto stage = [&](int j) { return ac::stage_of<STAGES>(j0 + j); };
+        auto phase = [&](int j) { return ac::phase_of<STAGES>(j0 + j); };
+        auto k_tile = [&](int j) { return smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; };
+        auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
+        // S of tile j is done: its K goes back to the producer, except (PERSISTENT) the unit's last, whose stage
+        // stages O (below); after the unit's last S, Q's buffer goes back for the next unit's Q
+        auto k_done = [&](int j) {
+            if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]);
+            if (PERSISTENT && j == kv_tiles - 1) release(&empty_q);
         };
-        auto pass_turn = [&] {
-            if constexpr (PINGPONG) {
-                if (w != CONSUMERS - 1 || ++turn < turns)
-                    ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+        float rescale[2];
+        // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
+        // one, minima for a negative one); the branch is uniform
+        auto softmax = [&](int j) {  // j: the block's own count of its key tiles
+            if (scale_log2 > 0.0f)
+                softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
+            else
+                softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
+        };
+        if constexpr (!OVERLAP) {
+            for (int j = 0; j < kv_tiles; ++j) {
+                const int s = stage(j);
+                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
+                AT_CONSUMER(j, K_READY);
+                ac::accumulator_fence(acc_s);
+                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_s);
+                k_done(j);
+                AT_CONSUMER(j, S_DONE);
+                softmax(j);
+                ac::accumulator_fence(acc_o);
+                rescale_o<D>(acc_o, rescale);
+                pack_p<T, BN>(pa, acc_s);
+                AT_CONSUMER(j, SOFTMAX_DONE);
+                ac::mbarrier_wait_parity(&full_v[s], phase(j), {"attention_wgmma", "full_v", s});
+                AT_CONSUMER(j, V_READY);
+                ac::accumulator_fence(acc_o);
+                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_o);
+                AT_CONSUMER(j, PV_DONE);
+                if (!PERSISTENT || j != kv_tiles - 1) release(&empty_v[s]);
             }
-        };
-        if constexpr (PINGPONG) {
-            if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-        }
-        ac::mbarrier_wait_parity(&full_k[0], 0u, {"attention_wgmma", "full_k", 0});
-        AT_CONSUMER(0, K_READY);
-        ac::accumulator_fence(acc_s);
-        my_turn();
-        issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
-        pass_turn();
-        ac::wgmma_wait<0>();
-        ac::accumulator_fence(acc_s);
-        release(&empty_k[0]);
-        AT_CONSUMER(0, S_DONE);
-        softmax(0);  // O is still zero: its rescale (0) is harmless
-        pack_p<T, BN>(pa, acc_s);
-        AT_CONSUMER(0, SOFTMAX_DONE);
-        for (int j = 1; j < kv_tiles; ++j) {
-            const int s = ac::stage_of<STAGES>(j), sp = ac::stage_of<STAGES>(j - 1);
-            ac::mbarrier_wait_parity(&full_k[s], ac::phase_of<STAGES>(j), {"attention_wgmma", "full_k", s});
-            AT_CONSUMER(j, K_READY);
-            ac::mbarrier_wait_parity(&full_v[sp], ac::phase_of<STAGES>(j - 1), {"attention_wgmma", "full_v", sp});
-            AT_CONSUMER(j - 1, V_READY);
+        } else {
+            // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+            // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
+            // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
+            // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
+            // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
+            // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
+            // as many bar.arrive.
+            const int turns = kv_tiles + 1;
+            int turn = 0;
+            auto my_turn = [&] {
+                if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+            };
+            auto pass_turn = [&] {
+                if constexpr (PINGPONG) {
+                    if (w != CONSUMERS - 1 || ++turn < turns)
+                        ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+                }
+            };
+            if constexpr (PINGPONG) {
+                if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+            }
+            ac::mbarrier_wait_parity(&full_k[stage(0)], phase(0), {"attention_wgmma", "full_k", stage(0)});
+            AT_CONSUMER(0, K_READY);
             ac::accumulator_fence(acc_s);
+            my_turn();
+            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
+            pass_turn();
+            ac::wgmma_wait<0>();
+            ac::accumulator_fence(acc_s);
+            k_done(0);
+            AT_CONSUMER(0, S_DONE);
+            softmax(0);  // O is still zero: its rescale (0) is harmless
+            pack_p<T, BN>(pa, acc_s);
+            AT_CONSUMER(0, SOFTMAX_DONE);
+            for (int j = 1; j < kv_tiles; ++j) {
+                const int s = stage(j), sp = stage(j - 1);
+                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
+                AT_CONSUMER(j, K_READY);
+                ac::mbarrier_wait_parity(&full_v[sp], phase(j - 1), {"attention_wgmma", "full_v", sp});
+                AT_CONSUMER(j - 1, V_READY);
+                ac::accumulator_fence(acc_s);
+                ac::accumulator_fence(acc_o);
+                my_turn();
+                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
+                rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
+                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
+                pass_turn();
+                ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+                ac::accumulator_fence(acc_s);
+                k_done(j);
+                AT_CONSUMER(j, S_DONE);
+                softmax(j);
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_o);
+                AT_CONSUMER(j - 1, PV_DONE);
+                release(&empty_v[sp]);
+                pack_p<T, BN>(pa, acc_s);
+                AT_CONSUMER(j, SOFTMAX_DONE);
+            }
+            const int last = kv_tiles - 1, sl = stage(last);
+            ac::mbarrier_wait_parity(&full_v[sl], phase(last), {"attention_wgmma", "full_v", sl});
+            AT_CONSUMER(last, V_READY);
             ac::accumulator_fence(acc_o);
             my_turn();
-            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-            rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
-            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
+            rescale_o<D>(acc_o, rescale);
+            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
             pass_turn();
-            ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
-            ac::accumulator_fence(acc_s);
-            release(&empty_k[s]);
-            AT_CONSUMER(j, S_DONE);
-            softmax(j);
             ac::wgmma_wait<0>();
             ac::accumulator_fence(acc_o);
-            AT_CONSUMER(j - 1, PV_DONE);
-            release(&empty_v[sp]);
-            pack_p<T, BN>(pa, acc_s);
-            AT_CONSUMER(j, SOFTMAX_DONE);
+            AT_CONSUMER(last, PV_DONE);
+            if (!PERSISTENT) release(&empty_v[sl]);
         }
-        const int last = kv_tiles - 1, sl = ac::stage_of<STAGES>(last);
-        ac::mbarrier_wait_parity(&full_v[sl], ac::phase_of<STAGES>(last), {"attention_wgmma", "full_v", sl});
-        AT_CONSUMER(last, V_READY);
-        ac::accumulator_fence(acc_o);
-        my_turn();
-        rescale_o<D>(acc_o, rescale);
-        issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
-        pass_turn();
-        ac::wgmma_wait<0>();
-        ac::accumulator_fence(acc_o);
-        AT_CONSUMER(last, PV_DONE);
-        release(&empty_v[sl]);
-    }
 
-    if (!CAUSAL && tail >= 0) {  // a piece of a key-split item: the last to finish stores the merged rows
-        __shared__ int last_piece[CONSUMERS];
-        if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, tail, piece, pieces, CONSUMERS, w, t, last_piece))
-            return;
-    }
-    // lse (natural log) of the rows this quad holds, by its first thread
-    if (lse != nullptr && lane % 4 == 0) {
-        float* out_lse = lse + (static_cast<long long>(b) * heads + h) * q_len;
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
-    }
-    // O / l into this warpgroup's rows of Q's buffer (its 64 rows of each panel: [64][128 bytes], 128B-
-    // swizzled as the map's boxes), then one TMA store per panel
-    const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
-#pragma unroll
-    for (int i = 0; i < D / 2; i += 2) {
-        const int r = (i >> 1) & 1;
-        const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
-        const int col = 8 * (i >> 2) + 2 * (lane % 4);
-        const int p = col / PANEL, byte = 2 * (col % PANEL);
-        unsigned char* panel = reinterpret_cast<unsigned char*>(q_s + p * BM * PANEL + w * 64 * PANEL);
-        unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
-        *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
-    }
-    ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
-    ac::named_barrier_sync(1 + w, 128);
-    if (t == 0) {
-#pragma unroll
-        for (int p = 0; p < PANELS; ++p) {
-            const int at[4] = {PANEL * p, q0 + 64 * w, h, b};
-            ac::tensor_store<4>(&map_o, at, q_s + p * BM * PANEL + w * 64 * PANEL);
+        // O is staged for its TMA stores in Q's buffer, or (PERSISTENT: Q's buffer already holds the next unit's Q)
+        // in the unit's last K / V stage, once every consumer warpgroup's last products have read it; that stage
+        // goes back to the producer when the stores have read O
+        const int sl = stage(kv_tiles - 1);
+        unsigned short* o_s = q_s;
+        if constexpr (PERSISTENT) {
+            ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
+            o_s = k_tile(kv_tiles - 1);
         }
-        ac::bulk_commit_group();
-        ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+        auto stage_done = [&] {
+            if constexpr (PERSISTENT) {
+                release(&empty_k[sl]);
+                release(&empty_v[sl]);
+            }
+        };
+        j0 += kv_tiles;
+        if (!CAUSAL && u.tail >= 0) {  // a piece of a key-split item: the last to finish stores the merged rows
+            __shared__ int last_piece[CONSUMERS];
+            if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t,
+                                 last_piece)) {
+                stage_done();
+                continue;
+            }
+        }
+        // lse (natural log) of the rows this quad holds, by its first thread
+        if (lse != nullptr && lane % 4 == 0) {
+            float* out_lse = lse + (static_cast<long long>(u.b) * heads + u.h) * q_len;
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
+        }
+        // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes], 128B-
+        // swizzled as the map's boxes), then one TMA store per panel
+        const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+#pragma unroll
+        for (int i = 0; i < D / 2; i += 2) {
+            const int r = (i >> 1) & 1;
+            const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
+            const int col = 8 * (i >> 2) + 2 * (lane % 4);
+            const int p = col / PANEL, byte = 2 * (col % PANEL);
+            unsigned char* panel = reinterpret_cast<unsigned char*>(o_s + p * BM * PANEL + w * 64 * PANEL);
+            unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
+            *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
+        }
+        ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
+        ac::named_barrier_sync(1 + w, 128);
+        if (t == 0) {
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p) {
+                const int at[4] = {PANEL * p, q0 + 64 * w, u.h, u.b};
+                ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
+            }
+            ac::bulk_commit_group();
+            ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+        }
+        if constexpr (PERSISTENT) {
+            ac::named_barrier_sync(1 + w, 128);  // the stores have read O: the stage may be refilled
+            stage_done();
+        }
     }
     AT_MARK(2, w == 0 && t == 0);
 }

@@ -194,7 +194,7 @@ def test_out_overlapping_an_input_is_refused_and_empty_cupy_arrays_give_an_empty
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
 @pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176",
-                                     "prefetch", "suspend"])
+                                     "prefetch", "suspend", "persistent"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works
@@ -307,6 +307,47 @@ def test_items_cut_along_their_keys_merge_exactly_once(torch, facts, rng, shape,
         att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, split=split)
         torch.cuda.synchronize()
         _check(torch, out, lse, ref, ref_lse, base, f"split {split} {shape} {layout} run {run} seed={seed}")
+
+
+@pytest.mark.cc(9, 0)
+@pytest.mark.parametrize("shape, causal, split, blocks, stages, extra", [
+    ((1, 4, 4, 1000, 1000, 128), False, None, 3, 2, ()),  # 32 items over 3 blocks: 10-11 each, snake order
+    ((1, 4, 4, 1000, 1000, 128), True, None, 5, 1, ()),  # causal: longest first; one stage (O staged in the only one)
+    ((2, 4, 2, 333, 777, 64), False, (5, 3), 4, 3, ()),  # GQA, the last 5 items cut into 3 pieces among the units
+    ((2, 4, 2, 333, 777, 64), True, None, 7, 2, ()),  # 3 consumer warpgroups, causal, GQA
+    ((1, 3, 3, 700, 129, 64), False, None, 2, 1, (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0))),
+    ((1, 2, 2, 1, 5000, 128), False, (2, 9), 1, 2, ()),  # both items cut into 9 pieces, all 18 run by one block
+], ids=["items-3blocks", "causal-1stage", "gqa-split", "gqa-causal-3consumers", "serial-1stage", "pieces-1block"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, causal, split, blocks, stages, extra, layout):
+    """The wgmma kernel's persistent build (ASYNCCOPY_ATTN_PERSISTENT) on grids of fewer blocks than units, so each
+    block runs several: the ring of K / V stages runs on across units, Q's buffer is handed back after a unit's last
+    Q K^T and reloaded under its end, O is staged in the unit's last stage, key-split pieces merge in line. Twice in
+    a row on one stream, against float64, lse included."""
+    from cuda.core import Stream
+
+    from asynccopy import sdpa as att
+    from asynccopy.attention_kernels import VARIANTS
+    seed = int(rng.integers(1 << 31))
+    q, k, v = _inputs(torch, shape, "bfloat16", layout, seed)
+    scale = 1.0 / math.sqrt(shape[-1])
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = att.configure(p, facts, kernel="wgmma", causal=causal, stages=stages)
+    cfg = cfg.with_defines(VARIANTS["wgmma"]["persistent"] + extra)
+    assert cfg.persistent
+    ref, ref_lse = _reference(torch, q, k, v, causal, scale)
+    base = _torch_error(torch, q, k, v, causal, scale, ref)
+    for run in range(2):
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
+        to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
+        att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, split=split,
+                   blocks=blocks)
+        torch.cuda.synchronize()
+        _check(torch, out, lse, ref, ref_lse, base,
+               f"persistent {shape} causal={causal} split={split} blocks={blocks} {layout} run {run} seed={seed}")
 
 
 @pytest.mark.cc(9, 0)
