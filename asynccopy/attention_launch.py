@@ -62,10 +62,11 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
         plan.run(stream, q.ptr, k.ptr, v.ptr, out.ptr, lse_ptr, *strides, *plan.before, np.float32(scale))
         return
     maps = tuple(_map(t, rows) for t, rows in zip((q, k, v, out), plan.rows))
-    counter = partial = 0
-    if plan.partial_bytes:
+    counter = partial = units = 0
+    if plan.partial_bytes or cfg.persistent:
         counter, partial = workspace.stream_k(facts.device_id, stream, plan.partial_bytes)
-    plan.run(stream, *maps, lse_ptr, *plan.before, np.float32(scale * LOG2E), counter, partial, *plan.after,
+        units = counter + workspace.UNIT_COUNTER_OFFSET if cfg.persistent else 0
+    plan.run(stream, *maps, lse_ptr, *plan.before, np.float32(scale * LOG2E), counter, partial, *plan.after, units,
              *((trace_ptr,) if cfg.trace else ()))
 
 
@@ -85,7 +86,7 @@ def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] |
     tail, pieces = key_split(cfg, p.q_len, p.k_len, p.heads, p.batch, facts.sm_count) if split is None else split
     if pieces > 1 and tail > 0 and cfg.causal:
         raise ArgumentError("a causal grid is not cut along its keys: its blocks follow causal_tile's order")
-    tail, pieces = min(tail, items, workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))
+    tail, pieces = min(tail, items, workspace.SPLIT_FLAGS // cfg.consumers), min(pieces, -(-p.k_len // bn))
     partial_bytes = 0
     if pieces > 1 and tail > 0:
         units = items - tail + tail * pieces

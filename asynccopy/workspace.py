@@ -11,6 +11,10 @@ from __future__ import annotations
 from . import device
 
 FLAG_BYTES = 4 * 4096  # the flags' region, first in the block: 4-byte flags, two a block of a grid up to 2048
+# the flags' last two: a persistent attention grid's next unit and its blocks done taking units (attention_wgmma's
+# unit_counter); a key split's counters stay below them
+UNIT_COUNTER_OFFSET = FLAG_BYTES - 8
+SPLIT_FLAGS = UNIT_COUNTER_OFFSET // 4
 
 
 _blocks: dict[tuple[int, int], object] = {}

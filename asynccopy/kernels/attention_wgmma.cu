@@ -90,13 +90,14 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
 #define ASYNCCOPY_ATTN_PREFETCH_MAPS 0
 #endif
-//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's units (items, or
-//   pieces of key-split ones) round after round: the producer loads the next unit's Q as soon as every consumer
-//   warp is done with the last Q K^T of the unit before (empty_q), and its K / V tiles as stages free up, so a
-//   unit's start (Q's and the first K's loads) runs under the previous unit's last softmax, P V and epilogue; O is
-//   then staged in the unit's last K / V stage rather than in Q's buffer. 0 (default): a block an item. Traced
-//   builds are not persistent (the trace follows one item a block); the launch reads the knob too
-//   (AttentionConfig.persistent: the grid).
+//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's units (items,
+//   or pieces of key-split ones) one after another: its own first, then the next not yet taken (unit_counter:
+//   two ints of the stream's workspace, which the last block lowers again). The producer loads the next unit's
+//   Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and its K / V
+//   tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous unit's
+//   last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer.
+//   0 (default): a block an item. Traced builds are not persistent (the trace follows one item a block); the
+//   launch reads the knob too (AttentionConfig.persistent: the grid).
 #ifndef ASYNCCOPY_ATTN_PERSISTENT
 #define ASYNCCOPY_ATTN_PERSISTENT 0
 #endif
@@ -337,7 +338,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                     const __grid_constant__ ac::TensorMap map_v, const __grid_constant__ ac::TensorMap map_o,
                     float* __restrict__ lse, int heads, int group, int q_len, int k_len, float scale_log2,
                     int* __restrict__ split_counter, float* __restrict__ split_partial, int whole_items,
-                    int pieces, int batch AC_TRACE_PARAM)
+                    int pieces, int batch, int* __restrict__ unit_counter AC_TRACE_PARAM)
 {
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
@@ -393,24 +394,15 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     const long long items = static_cast<long long>(q_tiles) * heads * batch;
     // the grid's units: whole items, then (a key-split last wave) `pieces` pieces of each of the rest
     const long long units = pieces > 1 ? whole_items + (items - whole_items) * pieces : items;
-    // The block's n-th unit and what it is: its query tile, head and batch, its piece of a key-split item
-    // (tail >= 0: the item's index among the split ones), its key tiles kv_first .. kv_first + kv_tiles - 1.
-    // PERSISTENT: round n of the grid's blocks, every other round in reverse block order (so that the causal
-    // grid's longest-first units even out across the blocks); else the block's own, and only n = 0.
+    // A unit and what it is: its query tile, head and batch, its piece of a key-split item (tail >= 0: the item's
+    // index among the split ones), its key tiles kv_first .. kv_first + kv_tiles - 1. Units run in index order
+    // (the causal grid's longest first): a block takes its own (the linear block index) and, PERSISTENT, then the
+    // next not yet taken (unit_counter[0]), as the hardware hands blocks to SMs, so that the units running at once
+    // stay neighbours (K and V shared in L2) and a causal grid's long units spread over the SMs.
     struct Unit {
         int qt, h, b, tail, piece, kv_first, kv_tiles;
     };
-    auto unit_of = [&](long long n, Unit& u) -> bool {
-        long long unit;
-        if constexpr (PERSISTENT) {
-            const long long g = gridDim.x;
-            unit = n * g + ((n & 1) ? g - 1 - blockIdx.x : blockIdx.x);
-            if (unit >= units) return false;
-        } else {
-            if (n > 0) return false;
-            unit = blockIdx.x + static_cast<long long>(gridDim.x) *
-                                    (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
-        }
+    auto decode = [&](long long unit, Unit& u) {
         long long item = unit;
         u.tail = -1;
         u.piece = 0;
@@ -436,8 +428,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             u.kv_first = static_cast<int>(static_cast<long long>(u.piece) * all / pieces);
             u.kv_tiles = static_cast<int>(static_cast<long long>(u.piece + 1) * all / pieces) - u.kv_first;
         }
-        return true;
     };
+    const long long own = blockIdx.x + static_cast<long long>(gridDim.x) *
+                                           (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
+    // PERSISTENT: the producer's unit n, for the consumers to read once full_q's phase n completes (-1: no more)
+    __shared__ long long unit_slot;
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
@@ -445,10 +440,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         if (threadIdx.x != 0) return;
         unsigned long long j0 = 0;  // the block's key tiles before this unit: the ring runs on across units
         Unit u;
-        for (long long n = 0; unit_of(n, u); ++n) {
-            if (n > 0)  // every consumer warp is done with the previous unit's Q (its last Q K^T)
+        long long unit = own;
+        for (long long n = 0;; ++n) {
+            if (n > 0) {
+                if constexpr (!PERSISTENT) break;
+                // the next unit, taken while this block's consumers still finish the last one
+                unit = gridDim.x + ac::counter_arrive(unit_counter);
+                // every consumer warp is done with the previous unit's Q (its last Q K^T) and has read unit_slot
                 ac::mbarrier_wait_parity(&empty_q, static_cast<unsigned>((n - 1) & 1),
                                          {"attention_wgmma", "empty_q", 0});
+                if (unit >= units) {  // none left: the consumers find -1 when full_q's phase n completes
+                    unit_slot = -1;
+                    ac::mbarrier_arrive(&full_q);
+                    break;
+                }
+            }
+            if constexpr (PERSISTENT) unit_slot = unit;
+            decode(unit, u);
             ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
@@ -480,6 +488,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             }
             j0 += u.kv_tiles;
         }
+        if constexpr (PERSISTENT) {  // the last block to stop taking units lowers the counters for the next launch
+            if (ac::counter_arrive(unit_counter + 1) == static_cast<int>(gridDim.x) - 1) {
+                unit_counter[0] = 0;
+                unit_counter[1] = 0;
+            }
+        }
         return;
     }
 
@@ -497,7 +511,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     };
     unsigned long long j0 = 0;  // the block's key tiles before this unit (the producer's count)
     Unit u;
-    for (long long n = 0; unit_of(n, u); ++n) {
+    for (long long n = 0; PERSISTENT || n == 0; ++n) {
+        ac::mbarrier_wait_parity(&full_q, static_cast<unsigned>(n & 1), {"attention_wgmma", "full_q", 0});
+        const long long unit = PERSISTENT ? unit_slot : own;
+        if (unit < 0) break;
+        decode(unit, u);
         const int q0 = u.qt * BM, kv_first = u.kv_first, kv_tiles = u.kv_tiles;
         const int qrow[2] = {q0 + r0, q0 + r0 + 8};
         float acc_s[BN / 2];
@@ -506,8 +524,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
         float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
         unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
-
-        ac::mbarrier_wait_parity(&full_q, static_cast<unsigned>(n & 1), {"attention_wgmma", "full_q", 0});
         auto stage = [&](int j) { return ac::stage_of<STAGES>(j0 + j); };
         auto phase = [&](int j) { return ac::phase_of<STAGES>(j0 + j); };
         auto k_tile = [&](int j) { return smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; };

@@ -82,7 +82,7 @@ import numpy as np
 from asynccopy import swizzle
 from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, AttentionConfig
 from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
-from asynccopy.workspace import FLAG_BYTES
+from asynccopy.workspace import FLAG_BYTES, SPLIT_FLAGS
 
 DTYPES = ("float16", "bfloat16")
 LOG2E = 1.4426950408889634
@@ -1303,7 +1303,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     q_tiles = -(-q_len // (64 * consumers))
     k_len = kb.shape[2]
     # attention_launch._plan: "items = -(-p.q_len // bm) * p.heads * p.batch"; "tail, pieces = min(tail, items,
-    # workspace.FLAG_BYTES // 4 // cfg.consumers), min(pieces, -(-p.k_len // bn))"; "if pieces > 1 and tail > 0:
+    # workspace.SPLIT_FLAGS // cfg.consumers), min(pieces, -(-p.k_len // bn))"; "if pieces > 1 and tail > 0:
     # grid = (items - tail + tail * pieces, 1, 1); slot = 16 * 128 * (p.head_dim // 8 + 1); partial_bytes = tail *
     # pieces * cfg.consumers * slot" (launch: workspace.stream_k, the flags zeroed, the partials what earlier launches
     # left: NaN here); "else: grid, pieces = (-(-p.q_len // bm), p.heads, p.batch), 1"; the kernel's whole_items =
@@ -1312,7 +1312,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     tail, pieces = split
     if tail < 0 or pieces < 1:
         raise ValueError(f"split (tail, pieces) must have tail >= 0 and pieces >= 1, got {split}")
-    tail, pieces = min(tail, items, FLAG_BYTES // 4 // consumers), min(pieces, -(-k_len // keys))
+    tail, pieces = min(tail, items, SPLIT_FLAGS // consumers), min(pieces, -(-k_len // keys))
     if not (pieces > 1 and tail > 0):
         for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group):
             _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
