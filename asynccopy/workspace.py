@@ -4,9 +4,11 @@ attention_wgmma's key-split counters and partial O, max and sum (both kernels le
 
 Kept per stream because two launches that run at once must not share it; launches on one stream are ordered,
 so each finds the previous one's flags lowered again (the kernel lowers every flag it raises). A new or
-larger block is zeroed on the stream before its first use. ``clear()`` hands them all back."""
+larger block is zeroed on the stream before its first use. ``clear()`` hands them all back, and runs at exit."""
 
 from __future__ import annotations
+
+import atexit
 
 from . import device
 
@@ -41,6 +43,23 @@ def stream_k(device_id: int, stream, partial_bytes: int) -> tuple[int, int]:
 
 
 def clear() -> None:
-    """Hand every stream's block back (each on the stream it was made on)."""
+    """Hand every stream's block back, each once its device is idle, on the device's default stream: the stream a
+    block was made on may be gone by now (a side stream a program let go), and the driver's free on a destroyed
+    stream crashes the process (cuMemFreeAsync, seen at interpreter exit on an H100, 2026-12-07). A block that
+    cannot be freed (no context left) is kept alive to the end, so that its finaliser never runs that free."""
+    import ctypes
+
+    from cuda.core import Device
+
     while _blocks:
-        _blocks.popitem()[1].close()
+        (device_id, _), buf = _blocks.popitem()
+        try:
+            dev = Device(device_id)
+            dev.set_current()
+            dev.sync()
+            buf.close(dev.default_stream)
+        except Exception:  # no CUDA left to free it with: never free it
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(buf))
+
+
+atexit.register(clear)  # before the interpreter's teardown frees the blocks on their own streams

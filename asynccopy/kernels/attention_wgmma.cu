@@ -90,8 +90,8 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
 #define ASYNCCOPY_ATTN_PREFETCH_MAPS 0
 #endif
-//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's units (items,
-//   or pieces of key-split ones) one after another: its own first, then the next not yet taken (unit_counter:
+//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's items (never
+//   cut along the keys: pieces must be 1) one after another: its own first, then the next not yet taken (unit_counter:
 //   two ints of the stream's workspace, which the last block lowers again). The producer loads the next unit's
 //   Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and its K / V
 //   tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous unit's
@@ -391,9 +391,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     __syncthreads();
 
     const int q_tiles = (q_len + BM - 1) / BM;
-    const long long items = static_cast<long long>(q_tiles) * heads * batch;
+    // unit and item indices in 32 bits (2^32 items of 64 queries would be terabytes of Q), so that the unit loop
+    // inlines its divisions (a 64-bit division by a run-time value is a subroutine call, and values cannot stay in
+    // the uniform datapath across a call)
+    const unsigned items = static_cast<unsigned>(q_tiles) * heads * batch;
+    const unsigned whole = static_cast<unsigned>(whole_items);
     // the grid's units: whole items, then (a key-split last wave) `pieces` pieces of each of the rest
-    const long long units = pieces > 1 ? whole_items + (items - whole_items) * pieces : items;
+    const unsigned units = !PERSISTENT && pieces > 1 ? whole + (items - whole) * pieces : items;
+    const int pairs = heads * batch, chunk = ac::causal_chunk(pairs, 4ll * k_len * D / group);
     // A unit and what it is: its query tile, head and batch, its piece of a key-split item (tail >= 0: the item's
     // index among the split ones), its key tiles kv_first .. kv_first + kv_tiles - 1. Units run in index order
     // (the causal grid's longest first): a block takes its own (the linear block index) and, PERSISTENT, then the
@@ -402,21 +407,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     struct Unit {
         int qt, h, b, tail, piece, kv_first, kv_tiles;
     };
-    auto decode = [&](long long unit, Unit& u) {
-        long long item = unit;
+    auto decode = [&](unsigned unit) {
+        Unit u;
+        unsigned item = unit;
         u.tail = -1;
         u.piece = 0;
-        if (pieces > 1 && unit >= whole_items) {
-            u.tail = static_cast<int>((unit - whole_items) / pieces);
-            u.piece = static_cast<int>((unit - whole_items) % pieces);
-            item = whole_items + u.tail;
+        if (!PERSISTENT && pieces > 1 && unit >= whole) {
+            u.tail = static_cast<int>((unit - whole) / static_cast<unsigned>(pieces));
+            u.piece = static_cast<int>((unit - whole) % static_cast<unsigned>(pieces));
+            item = whole + u.tail;
         }
         if (CAUSAL) {  // the longest tiles first over chunks of heads whose K and V share L2 (asynccopy/attention.cuh)
-            ac::causal_item(item, q_tiles, heads, batch, 4ll * k_len * D / group, u.qt, u.h, u.b);
+            ac::causal_item(item, q_tiles, heads, pairs, chunk, u.qt, u.h, u.b);
         } else {
-            u.qt = static_cast<int>(item % q_tiles);
-            u.h = static_cast<int>(item / q_tiles % heads);
-            u.b = static_cast<int>(item / q_tiles / heads);
+            const unsigned pair = item / static_cast<unsigned>(q_tiles);
+            u.qt = static_cast<int>(item - pair * q_tiles);
+            u.h = static_cast<int>(pair % static_cast<unsigned>(heads));
+            u.b = static_cast<int>(pair / static_cast<unsigned>(heads));
         }
         u.kv_tiles = (k_len + BN - 1) / BN;
         u.kv_first = 0;
@@ -425,29 +432,28 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             u.kv_tiles = min(u.kv_tiles, last / BN + 1);
         } else if (u.tail >= 0) {
             const int all = u.kv_tiles;
-            u.kv_first = static_cast<int>(static_cast<long long>(u.piece) * all / pieces);
-            u.kv_tiles = static_cast<int>(static_cast<long long>(u.piece + 1) * all / pieces) - u.kv_first;
+            u.kv_first = u.piece * all / pieces;
+            u.kv_tiles = (u.piece + 1) * all / pieces - u.kv_first;
         }
+        return u;
     };
-    const long long own = blockIdx.x + static_cast<long long>(gridDim.x) *
-                                           (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
+    const unsigned own = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     // PERSISTENT: the producer's unit n, for the consumers to read once full_q's phase n completes (-1: no more)
-    __shared__ long long unit_slot;
+    __shared__ int unit_slot;
     const int warpgroup = threadIdx.x / 128;
 
     if (warpgroup == 0) {  // the producer
         ac::setmaxnreg_dec<PRODUCER_REGS>();
         if (threadIdx.x != 0) return;
         unsigned long long j0 = 0;  // the block's key tiles before this unit: the ring runs on across units
-        Unit u;
-        long long unit = own;
-        for (long long n = 0;; ++n) {
+        unsigned unit = own;
+        for (unsigned n = 0;; ++n) {
             if (n > 0) {
                 if constexpr (!PERSISTENT) break;
                 // the next unit, taken while this block's consumers still finish the last one
-                unit = gridDim.x + ac::counter_arrive(unit_counter);
+                unit = gridDim.x + static_cast<unsigned>(ac::counter_arrive(unit_counter));
                 // every consumer warp is done with the previous unit's Q (its last Q K^T) and has read unit_slot
-                ac::mbarrier_wait_parity(&empty_q, static_cast<unsigned>((n - 1) & 1),
+                ac::mbarrier_wait_parity(&empty_q, (n - 1) & 1u,
                                          {"attention_wgmma", "empty_q", 0});
                 if (unit >= units) {  // none left: the consumers find -1 when full_q's phase n completes
                     unit_slot = -1;
@@ -455,8 +461,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                     break;
                 }
             }
-            if constexpr (PERSISTENT) unit_slot = unit;
-            decode(unit, u);
+            if constexpr (PERSISTENT) unit_slot = static_cast<int>(unit);
+            const Unit u = decode(unit);
             ac::mbarrier_arrive_expect_tx(&full_q, Q_BYTES);  // boxes off the tensor count in full
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
@@ -510,12 +516,28 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
     unsigned long long j0 = 0;  // the block's key tiles before this unit (the producer's count)
-    Unit u;
-    for (long long n = 0; PERSISTENT || n == 0; ++n) {
-        ac::mbarrier_wait_parity(&full_q, static_cast<unsigned>(n & 1), {"attention_wgmma", "full_q", 0});
-        const long long unit = PERSISTENT ? unit_slot : own;
-        if (unit < 0) break;
-        decode(unit, u);
+    for (unsigned n = 0; PERSISTENT || n == 0; ++n) {
+        ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
+        unsigned unit = own;
+        if constexpr (PERSISTENT) {
+            const int slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see below
+            if (slot < 0) break;
+            unit = static_cast<unsigned>(slot);
+        }
+        Unit u = decode(unit);
+        if constexpr (PERSISTENT) {
+            // The same in every lane, but read from shared memory, so not known to be by the compiler, which then
+            // keeps everything derived from the unit (key tiles, stages, addresses, wgmma descriptors) in per-thread
+            // registers. A warp reduction's result is a uniform register: through it they stay on the uniform
+            // datapath, as the default build's (from blockIdx) do.
+            u.qt = __reduce_max_sync(0xffffffffu, u.qt);
+            u.h = __reduce_max_sync(0xffffffffu, u.h);
+            u.b = __reduce_max_sync(0xffffffffu, u.b);
+            u.tail = __reduce_max_sync(0xffffffffu, u.tail);
+            u.piece = __reduce_max_sync(0xffffffffu, u.piece);
+            u.kv_first = __reduce_max_sync(0xffffffffu, u.kv_first);
+            u.kv_tiles = __reduce_max_sync(0xffffffffu, u.kv_tiles);
+        }
         const int q0 = u.qt * BM, kv_first = u.kv_first, kv_tiles = u.kv_tiles;
         const int qrow[2] = {q0 + r0, q0 + r0 + 8};
         float acc_s[BN / 2];
@@ -658,49 +680,49 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             }
         };
         j0 += kv_tiles;
-        if (!CAUSAL && u.tail >= 0) {  // a piece of a key-split item: the last to finish stores the merged rows
+        // a piece of a key-split item: the last to finish stores the merged rows (not in a PERSISTENT build, whose
+        // grid is not cut: merge_pieces inside the unit loop cost the consumers a stack frame)
+        bool store = true;
+        if (!CAUSAL && !PERSISTENT && u.tail >= 0) {
             __shared__ int last_piece[CONSUMERS];
-            if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t,
-                                 last_piece)) {
-                stage_done();
-                continue;
+            store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t,
+                                    last_piece);
+        }
+        if (store) {
+            // lse (natural log) of the rows this quad holds, by its first thread
+            if (lse != nullptr && lane % 4 == 0) {
+                float* out_lse = lse + (static_cast<long long>(u.b) * heads + u.h) * q_len;
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
             }
-        }
-        // lse (natural log) of the rows this quad holds, by its first thread
-        if (lse != nullptr && lane % 4 == 0) {
-            float* out_lse = lse + (static_cast<long long>(u.b) * heads + u.h) * q_len;
+            // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes],
+            // 128B-swizzled as the map's boxes), then one TMA store per panel
+            const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
 #pragma unroll
-            for (int r = 0; r < 2; ++r)
-                if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
-        }
-        // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes], 128B-
-        // swizzled as the map's boxes), then one TMA store per panel
-        const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
-#pragma unroll
-        for (int i = 0; i < D / 2; i += 2) {
-            const int r = (i >> 1) & 1;
-            const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
-            const int col = 8 * (i >> 2) + 2 * (lane % 4);
-            const int p = col / PANEL, byte = 2 * (col % PANEL);
-            unsigned char* panel = reinterpret_cast<unsigned char*>(o_s + p * BM * PANEL + w * 64 * PANEL);
-            unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
-            *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
-        }
-        ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
-        ac::named_barrier_sync(1 + w, 128);
-        if (t == 0) {
-#pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-                const int at[4] = {PANEL * p, q0 + 64 * w, u.h, u.b};
-                ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
+            for (int i = 0; i < D / 2; i += 2) {
+                const int r = (i >> 1) & 1;
+                const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
+                const int col = 8 * (i >> 2) + 2 * (lane % 4);
+                const int p = col / PANEL, byte = 2 * (col % PANEL);
+                unsigned char* panel = reinterpret_cast<unsigned char*>(o_s + p * BM * PANEL + w * 64 * PANEL);
+                unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
+                *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
             }
-            ac::bulk_commit_group();
-            ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+            ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
+            ac::named_barrier_sync(1 + w, 128);
+            if (t == 0) {
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p) {
+                    const int at[4] = {PANEL * p, q0 + 64 * w, u.h, u.b};
+                    ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
+                }
+                ac::bulk_commit_group();
+                ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+            }
+            if constexpr (PERSISTENT) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
         }
-        if constexpr (PERSISTENT) {
-            ac::named_barrier_sync(1 + w, 128);  // the stores have read O: the stage may be refilled
-            stage_done();
-        }
+        stage_done();  // PERSISTENT: the unit's last stage may be refilled
     }
     AT_MARK(2, w == 0 && t == 0);
 }

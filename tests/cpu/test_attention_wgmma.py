@@ -141,8 +141,9 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_persistent_build_compiles_without_local_memory(d, stages, causal):
     """ASYNCCOPY_ATTN_PERSISTENT: the unit loop, Q's hand-back barrier and O staged in the last K / V stage keep the
-    consumers in their registers (no stack); a traced build is never persistent (the trace follows one item a
-    block), and a grid cap is refused where the build is not persistent."""
+    consumers in their registers (no stack: with the key split's merge inside the unit loop the consumers spilled the
+    unit's fields); a traced build is never persistent (the trace follows one item a block), a grid cap is refused
+    where the build is not persistent, and a persistent grid is never cut along its keys."""
     from dataclasses import replace
 
     from asynccopy.attention_kernels import VARIANTS
@@ -151,10 +152,12 @@ def test_the_persistent_build_compiles_without_local_memory(d, stages, causal):
     cfg = replace(base, defines=VARIANTS["wgmma"]["persistent"])
     assert cfg.persistent and not base.persistent and not replace(cfg, trace=True).persistent
     usage = build.disassemble(cfg.compile("sm_90a").cubin, what="--dump-resource-usage")
-    assert re.search(r"LOCAL:0\b", usage), usage
+    assert re.search(r"STACK:0\b", usage) and re.search(r"LOCAL:0\b", usage), usage
     p = att.Problem(1, 4, 4, 1000, 1000, d, "bfloat16")
     with pytest.raises(ArgumentError, match="blocks=3: a persistent configuration's cap"):
         att.launch(base, p, None, None, None, None, 0, 0.125, stream=None, facts=H200, blocks=3)
+    assert attention_launch.key_split(cfg, 1000, 8000, 4, 1, 132) == (0, 1)
+    assert causal or attention_launch.key_split(base, 1000, 8000, 4, 1, 132) != (0, 1)  # where the default build cuts
 
 
 def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():

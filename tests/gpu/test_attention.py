@@ -310,20 +310,20 @@ def test_items_cut_along_their_keys_merge_exactly_once(torch, facts, rng, shape,
 
 
 @pytest.mark.cc(9, 0)
-@pytest.mark.parametrize("shape, causal, split, blocks, stages, extra", [
-    ((1, 4, 4, 1000, 1000, 128), False, None, 3, 2, ()),  # 32 items over 3 blocks: 10-11 each, snake order
-    ((1, 4, 4, 1000, 1000, 128), True, None, 5, 1, ()),  # causal: longest first; one stage (O staged in the only one)
-    ((2, 4, 2, 333, 777, 64), False, (5, 3), 4, 3, ()),  # GQA, the last 5 items cut into 3 pieces among the units
-    ((2, 4, 2, 333, 777, 64), True, None, 7, 2, ()),  # 3 consumer warpgroups, causal, GQA
-    ((1, 3, 3, 700, 129, 64), False, None, 2, 1, (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0))),
-    ((1, 2, 2, 1, 5000, 128), False, (2, 9), 1, 2, ()),  # both items cut into 9 pieces, all 18 run by one block
-], ids=["items-3blocks", "causal-1stage", "gqa-split", "gqa-causal-3consumers", "serial-1stage", "pieces-1block"])
+@pytest.mark.parametrize("shape, causal, blocks, stages, extra", [
+    ((1, 4, 4, 1000, 1000, 128), False, 3, 2, ()),  # 32 items over 3 blocks: 10-11 each
+    ((1, 4, 4, 1000, 1000, 128), True, 5, 1, ()),  # causal: longest first; one stage (O staged in the only one)
+    ((2, 4, 2, 333, 777, 64), False, 4, 3, ()),  # GQA
+    ((2, 4, 2, 333, 777, 64), True, 7, 2, ()),  # causal, GQA
+    ((1, 3, 3, 700, 129, 64), False, 2, 1, (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0))),
+    ((3, 2, 2, 1, 5000, 128), False, 1, 2, ()),  # one block takes all 6 items of 29 key tiles each
+], ids=["items-3blocks", "causal-1stage", "gqa", "gqa-causal-3consumers", "serial-1stage", "1block"])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
-def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, causal, split, blocks, stages, extra, layout):
+def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, causal, blocks, stages, extra, layout):
     """The wgmma kernel's persistent build (ASYNCCOPY_ATTN_PERSISTENT) on grids of fewer blocks than units, so each
     block runs several: the ring of K / V stages runs on across units, Q's buffer is handed back after a unit's last
-    Q K^T and reloaded under its end, O is staged in the unit's last stage, key-split pieces merge in line. Twice in
-    a row on one stream, against float64, lse included."""
+    Q K^T and reloaded under its end, O is staged in the unit's last stage, the next unit is taken from a counter the
+    last block lowers again. Twice in a row on one stream, against float64, lse included; a key split is refused."""
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
@@ -343,11 +343,13 @@ def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, caus
         out = torch.full_like(q, float("nan"))
         lse = torch.full(q.shape[:3], float("nan"), device="cuda", dtype=torch.float32)
         to = att.Tensor4("out", tuple(out.shape), tuple(out.stride()), p.dtype, out.data_ptr(), tq.device_id)
-        att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, split=split,
-                   blocks=blocks)
+        att.launch(cfg, p, tq, tk, tv, to, lse.data_ptr(), scale, stream=stream, facts=facts, blocks=blocks)
         torch.cuda.synchronize()
         _check(torch, out, lse, ref, ref_lse, base,
-               f"persistent {shape} causal={causal} split={split} blocks={blocks} {layout} run {run} seed={seed}")
+               f"persistent {shape} causal={causal} blocks={blocks} {layout} run {run} seed={seed}")
+    if not causal:
+        with pytest.raises(att.ArgumentError, match="persistent grid is not cut along its keys"):
+            att.launch(cfg, p, tq, tk, tv, to, 0, scale, stream=stream, facts=facts, split=(1, 2), blocks=blocks)
 
 
 @pytest.mark.cc(9, 0)

@@ -1,7 +1,7 @@
 // asynccopy/attention.cuh — what the attention kernels share: the order in which a causal grid's blocks
 // take their query tiles.
 //
-// causal_item(lin, q_tiles, heads, batch, kv_bytes, qt, h, b)
+// causal_item(lin, q_tiles, heads, pairs, chunk, qt, h, b), with chunk = causal_chunk(pairs, kv_bytes)
 // causal_tile(q_tiles, heads, batch, kv_bytes, qt, h, b)
 //     The query tile, head and batch of item `lin` of a causal grid's (q_tiles, heads, batch) items in
 //     running order; causal_tile: of this block of a (q_tiles, heads, batch) grid, numbered linearly
@@ -23,19 +23,25 @@ namespace asynccopy {
 #define ASYNCCOPY_ATTN_L2_BUDGET (24ll << 20)  // bytes of K and V a chunk of (batch, head) pairs may hold
 #endif
 
-__device__ __forceinline__ void causal_item(long long lin, int q_tiles, int heads, int batch, long long kv_bytes,
-                                            int& qt, int& h, int& b)
+// The chunk: how many (batch, head) pairs' K and V (kv_bytes each) fit ASYNCCOPY_ATTN_L2_BUDGET together (1 to pairs).
+__device__ __forceinline__ int causal_chunk(int pairs, long long kv_bytes)
 {
-    const int pairs = heads * batch;
-    long long fit = ASYNCCOPY_ATTN_L2_BUDGET / (kv_bytes > 0 ? kv_bytes : 1);
-    const int chunk = fit < 1 ? 1 : fit > pairs ? pairs : static_cast<int>(fit);
-    const long long per_chunk = static_cast<long long>(chunk) * q_tiles;
-    const int c = static_cast<int>(lin / per_chunk);
-    const int first = c * chunk;
+    const long long fit = ASYNCCOPY_ATTN_L2_BUDGET / (kv_bytes > 0 ? kv_bytes : 1);
+    return fit < 1 ? 1 : fit > pairs ? pairs : static_cast<int>(fit);
+}
+
+// In 32-bit arithmetic (a grid's items fit: 2^32 items of 64 queries would be terabytes of Q), so that a kernel that
+// calls it in a loop inlines it (a 64-bit division by a run-time value is a subroutine call).
+__device__ __forceinline__ void causal_item(unsigned lin, int q_tiles, int heads, int pairs, int chunk, int& qt, int& h,
+                                            int& b)
+{
+    const unsigned per_chunk = static_cast<unsigned>(chunk) * static_cast<unsigned>(q_tiles);
+    const unsigned c = lin / per_chunk;
+    const int first = static_cast<int>(c) * chunk;
     const int size = pairs - first < chunk ? pairs - first : chunk;
-    const int r = static_cast<int>(lin - c * per_chunk);
-    qt = q_tiles - 1 - r / size;
-    const int pair = first + r % size;
+    const unsigned r = lin - c * per_chunk;
+    qt = q_tiles - 1 - static_cast<int>(r / static_cast<unsigned>(size));
+    const int pair = first + static_cast<int>(r % static_cast<unsigned>(size));
     h = pair % heads;
     b = pair / heads;
 }
@@ -43,9 +49,9 @@ __device__ __forceinline__ void causal_item(long long lin, int q_tiles, int head
 __device__ __forceinline__ void causal_tile(int q_tiles, int heads, int batch, long long kv_bytes, int& qt, int& h,
                                             int& b)
 {
-    const long long lin =
-        blockIdx.x + static_cast<long long>(gridDim.x) * (blockIdx.y + static_cast<long long>(gridDim.y) * blockIdx.z);
-    causal_item(lin, q_tiles, heads, batch, kv_bytes, qt, h, b);
+    const unsigned lin = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int pairs = heads * batch;
+    causal_item(lin, q_tiles, heads, pairs, causal_chunk(pairs, kv_bytes), qt, h, b);
 }
 
 }  // namespace asynccopy
