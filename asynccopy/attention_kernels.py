@@ -59,6 +59,9 @@ class AttentionKernel:
     # (head_dim, tiles): where the kernel's default build has no ping-pong of its consumer warpgroups, the launch
     # turns it on for problems whose items read at most this many key tiles on average (attention_kernels.with_turns)
     pingpong_tiles: tuple[tuple[int, int], ...] = ()
+    # (TMA kernels) the launch builds causal problems persistent (PERSISTENT_KNOB: one block an SM taking item after
+    # item, the next item's Q and first K loading under the last one's end; attention_kernels.with_persistence)
+    persistent_causal: bool = False
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -125,7 +128,12 @@ KERNELS: dict[str, AttentionKernel] = {
                         # with; key tiles an item): 1024 452 -> 492 (6), 2048 558 -> 597 (12), 4096 634 -> 649 (24),
                         # 8192 681 -> 662 (47); causal (mean of 128-key tiles) 303 -> 312 (4.5), 469 -> 482 (8.5),
                         # 539 -> 563 (16.5), 623 -> 629 (32.5)
-                        pingpong_tiles=((128, 32),)),
+                        pingpong_tiles=((128, 32),),
+                        # causal, default -> persistent (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one run):
+                        # 1024 x 64 214 -> 236, 2048 x 128 428 -> 466, 8192 x 64 451 -> 456; an earlier build of it
+                        # (a bench run): 2048 x 64 311 -> 327, 4096 x 128 556 -> 574, 8192 x 128 603 -> 622. Without
+                        # the mask it gave -4% to +4% (8192 x 128 673 -> 647: it takes no key split): not there
+                        persistent_causal=True),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -382,6 +390,16 @@ def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: i
     items = -(-q_len // cfg.tile[0]) * heads * batch
     pieces = tail_split(items, -(-k_len // cfg.tile[1]), sms, cfg.record.block_overhead)
     return (items % sms, pieces) if pieces > 1 else (0, 1)
+
+
+def with_persistence(cfg: AttentionConfig) -> AttentionConfig:
+    """``cfg`` built persistent where its record says so for its mask (AttentionKernel.persistent_causal) and the
+    build does not already say: a causal grid's items are unequal and many are short, so each item's start (Q's and
+    the first K's loads, about a key tile's time) is a large share of it, and a persistent block loads the next
+    item's under the last one's end; the dynamic order keeps the longest-first balance."""
+    if not (cfg.record.persistent_causal and cfg.causal) or PERSISTENT_KNOB in dict(cfg.defines):
+        return cfg
+    return cfg.with_defines(((PERSISTENT_KNOB, 1),))
 
 
 PINGPONG_KNOB = "ASYNCCOPY_ATTN_PINGPONG"  # the wgmma kernel's consumer warpgroups taking turns to issue (1) or not (0)

@@ -80,7 +80,10 @@ def test_configure_takes_wgmma_on_hopper_only():
     deep = att.configure(p, H200, kernel="wgmma", stages=3)
     assert (deep.keys, deep.tile, deep.defines) == (128, (128, 128), (("ASYNCCOPY_ATTN_BN", 128), turns))
     assert deep.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
-    assert att.configure(p, H200, kernel="wgmma", stages=3, causal=True).defines == (turns,)
+    # causal: built persistent (AttentionKernel.persistent_causal, with_persistence)
+    causal = att.configure(p, H200, kernel="wgmma", stages=3, causal=True)
+    assert causal.defines == (turns, ("ASYNCCOPY_ATTN_PERSISTENT", 1)) and causal.persistent
+    assert not att.configure(p, A100, causal=True).persistent  # the mma kernel has no such build
     long = att.Problem(2, 8, 2, 1000, 8192, 128, "bfloat16")  # 47 key tiles an item: no turns
     assert att.configure(long, H200, kernel="wgmma").defines == ()
     with pytest.raises(ArgumentError, match="wgmma needs compute capability 9.0"):

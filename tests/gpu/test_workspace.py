@@ -5,22 +5,26 @@ import subprocess
 import sys
 import textwrap
 
-# A block made on a stream that is destroyed before the process ends: freed at exit by the block's own stream,
-# the driver reports the destroyed stream (or crashes: an H100, 2026-12-07, signal 11 in cuMemFreeAsync under
+# A block made on a stream that another library owns and destroys before the process ends (PyTorch's and CuPy's side
+# streams reach asynccopy through Stream.from_handle, which holds no reference): freed at exit on that stream, the
+# driver reports the destroyed stream or crashes (an H100, 2026-12-07: signal 11 in cuMemFreeAsync under
 # Py_FinalizeEx). workspace.clear() runs at exit instead, on the device's default stream once the device is idle.
 PROGRAM = textwrap.dedent("""
-    from cuda.core import Device
+    from cuda.bindings import driver
+    from cuda.core import Device, Stream
     from asynccopy import workspace
     dev = Device(0)
     dev.set_current()
-    for _ in range(3):  # three streams, each with its block, each closed while its block is kept
-        s = dev.create_stream()
-        flags, partials = workspace.stream_k(0, s, 1 << 20)
+    for _ in range(3):  # three streams another library made and destroyed, each leaving a block behind
+        err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        assert err == driver.CUresult.CUDA_SUCCESS, err
+        flags, partials = workspace.stream_k(0, Stream.from_handle(int(handle)), 1 << 20)
         assert partials - flags == workspace.FLAG_BYTES
-        s.sync()
-        s.close()
+        assert driver.cuStreamSynchronize(handle)[0] == driver.CUresult.CUDA_SUCCESS
+        assert driver.cuStreamDestroy(handle)[0] == driver.CUresult.CUDA_SUCCESS
     print("made")
 """)
+
 
 
 def test_a_block_made_on_a_closed_stream_is_freed_cleanly_at_exit():
