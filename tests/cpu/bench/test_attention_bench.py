@@ -313,12 +313,14 @@ def test_variants_run_beside_their_kernels_default_build():
     p = Problem(4, 16, 16, 8192, 8192, 64, "bfloat16")  # long enough for the kernel's own consumer count
     configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("serial", "pingpong"))
     labels = [(label, cfg.stages, cfg.defines) for label, cfg in configs]
-    assert ("wgmma", 1, ()) in labels and ("wgmma", 2, ()) in labels
+    own = (("ASYNCCOPY_ATTN_PERSISTENT", 1),)  # the causal default build's knob (with_persistence)
+    assert ("wgmma", 1, own) in labels and ("wgmma", 2, own) in labels
     for st in (1, 2):  # K and V on their own barriers: every variant runs from one stage up
-        assert ("wgmma+serial", st, VARIANTS["wgmma"]["serial"]) in labels
-        assert ("wgmma+pingpong", st, VARIANTS["wgmma"]["pingpong"]) in labels
+        assert ("wgmma+serial", st, own + VARIANTS["wgmma"]["serial"]) in labels
+        assert ("wgmma+pingpong", st, own + VARIANTS["wgmma"]["pingpong"]) in labels
     assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # none of mma's variants asked for
-    known = "consumers2, consumers3, headmajor, keys128, keys176, overlap, pingpong, prefetch, rows16, rows32, serial"
+    known = ("consumers2, consumers3, headmajor, keys128, keys176, overlap, persistent, pingpong, prefetch, rows16, "
+             "rows32, serial, suspend")
     with pytest.raises(ArgumentError, match=rf"unknown variant 'fast'; known: {known}"):
         ab.variants_for(["fast"])
