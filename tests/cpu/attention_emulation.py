@@ -50,6 +50,13 @@ What is modelled, and how:
     slot, arrives on its item's counter, and the last to arrive merges the others' slots and runs the
     epilogue. split_partial is float4s poisoned with NaN (a merge that reads a slot its piece has not yet
     written gives NaN), split_counter zero before the launch and checked down again after it.
+  * wgmma's persistent build (ASYNCCOPY_ATTN_PERSISTENT, the causal default): a block takes a list of items in
+    order (its own, then those the unit counter handed it; the counter's atomics are not modelled, only which
+    items each block gets), with the K / V ring's stages and phases running on across items, Q's buffer handed
+    back on empty_q after each consumer warp's last Q K^T, O staged in the item's last K / V stage behind a
+    barrier of every consumer warpgroup (a named barrier: it blocks here, so a warpgroup cannot stage O while
+    another still reads the stage) and that stage handed back after the stores, and the producer's final plain
+    arrival on full_q that ends the consumers.
   * ldmatrix, mma.sync m16n8k16, wgmma m64nNk16 (A and B from shared memory through matrix descriptors, or
     A from registers), the accumulator layouts, the TMA tensor copies (4-D boxes, 128B swizzle, zero fill
     out of bounds counted in the transaction bytes, stores clipped), shuffles (xor of the lane index) as
@@ -822,6 +829,7 @@ def run_agents(agents: dict, order, tma: Tma) -> None:
 
 WG_PANEL = 64  # .cu "PANEL = 64"; per block BM = 64 * CONSUMERS queries, BN = BN_OF<D, CAUSAL> keys a tile
 TURN_BARRIER = 4  # .cu "constexpr int TURN_BARRIER = 4;" (named barriers TURN_BARRIER + w)
+ALL_CONSUMERS_BARRIER = 7  # .cu "constexpr int ALL_CONSUMERS_BARRIER = 7;"
 
 
 L2_BUDGET = 24 << 20  # attention.cuh "#define ASYNCCOPY_ATTN_L2_BUDGET (24ll << 20)"
@@ -1036,19 +1044,24 @@ def _merge_pieces(acc_o, m, l_, counter, partial, tail: int, piece: int, pieces:
     return True
 
 
-def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b: int, group: int, d: int,
+def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
-                 smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *,
+                 smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *, persistent: bool = False,
                  split: tuple[int, int, int] = (-1, 0, 1), workspace=None, finishes: list | None = None) -> None:
-    """One block (blockIdx = (bx, h, b)) of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with
-    ASYNCCOPY_ATTN_OVERLAP = ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong`` and ``consumers`` consumer
-    warpgroups (ASYNCCOPY_ATTN_CONSUMERS), ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN). qt_bits [batch][heads]
-    [q_len][D] etc.: the tensors the maps describe; out, writes [batch][heads][q_len][D]; lse flat.
-    ``split``: (tail, piece, pieces) as the kernel derives them from its blockIdx (split_blocks; tail -1: a whole
-    item); a piece's consumers stop at merge_pieces and append their rest, (tail, piece, w, generator, tma), to
-    ``finishes``, for the caller to run in the order the pieces finish; ``workspace``: (split_counter,
-    split_partial) as _merge_pieces takes them."""
+    """One block of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with ASYNCCOPY_ATTN_OVERLAP =
+    ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong``, ``consumers`` consumer warpgroups (ASYNCCOPY_ATTN_CONSUMERS),
+    ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN) and ASYNCCOPY_ATTN_PERSISTENT = ``persistent``. ``units``: the
+    (qt, h, b) of the items the block takes, in order: one (its blockIdx's), or (persistent) its own and those it
+    took from the unit counter after it. qt_bits [batch][heads][q_len][D] etc.: the tensors the maps describe; out,
+    writes [batch][heads][q_len][D]; lse flat. ``split`` (not persistent): (tail, piece, pieces) as the kernel derives
+    them from its blockIdx (split_blocks; tail -1: a whole item); a piece's consumers stop at merge_pieces and append
+    their rest, (tail, piece, w, generator, tma), to ``finishes``, for the caller to run in the order the pieces
+    finish; ``workspace``: (split_counter, split_partial) as _merge_pieces takes them."""
     tail, piece, pieces = split
+    if persistent and (tail >= 0 or len(units) < 1):
+        raise ValueError("a persistent block takes one or more whole items (its grid is never cut along the keys)")
+    if not persistent and len(units) != 1:
+        raise ValueError("a block of the default build takes one item")
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
     bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
@@ -1056,6 +1069,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     q_elems, kv_elems = bm * d, bn * d
     q_bytes, kv_bytes = 2 * q_elems, 2 * kv_elems
     assert q_bytes % 1024 == 0 and kv_bytes % 1024 == 0
+    if persistent:  # .cu "static_assert(!PERSISTENT || Q_ELEMS <= 2 * KV_ELEMS, ...)": O fits a K / V stage
+        assert q_elems <= 2 * kv_elems
 
     knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys))
     smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs).smem_bytes
@@ -1065,192 +1080,240 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, bx: int, h: int, b
     sm = Shared(smem_base, smem_bytes)
     smem = smem_base + (-smem_base & 1023)  # .cu "smem = (unsigned short*)(base + (-smem_addr(base) & 1023u))"
     q_s = smem  # .cu "q_s = smem" (unsigned short*: the element offsets below are doubled into byte addresses)
-    # .cu "mbarrier_init(&full_q, 1); full_k[s], full_v[s]: 1; empty_k[s], empty_v[s]: 4 * CONSUMERS"
+    # .cu "mbarrier_init(&full_q, 1); empty_q: 4 * CONSUMERS; full_k[s], full_v[s]: 1; empty_k[s], empty_v[s]: 4 *
+    # CONSUMERS"
     full_q = MBarrier(1, "full_q")
+    empty_q = MBarrier(4 * consumers, "empty_q")
     full_k = [MBarrier(1, f"full_k[{s}]") for s in range(stages)]
     full_v = [MBarrier(1, f"full_v[{s}]") for s in range(stages)]
     empty_k = [MBarrier(4 * consumers, f"empty_k[{s}]") for s in range(stages)]
     empty_v = [MBarrier(4 * consumers, f"empty_v[{s}]") for s in range(stages)]
     turn_bar = [NamedBarrier(TURN_BARRIER + w, 256) for w in range(consumers)]
+    all_consumers = NamedBarrier(ALL_CONSUMERS_BARRIER, 128 * consumers)
     tma = Tma(sm, tma_policy, dtype)
-
-    # .cu "int qt = blockIdx.x ... if (CAUSAL) causal_tile(...); ... kv_tiles = min(kv_tiles, last / BN + 1)"
-    qt = bx  # the query tile grid_blocks (or split_blocks) gave the block
-    hk = h // group
-    q0 = qt * bm
-    kv_tiles, kv_first = (k_len + bn - 1) // bn, 0  # .cu "int kv_tiles = (k_len + BN - 1) / BN, kv_first = 0;"
-    if causal:
-        last = min(q0 + bm, q_len) - 1
-        kv_tiles = min(kv_tiles, last // bn + 1)
-    elif tail >= 0:  # .cu "kv_first = piece * kv_tiles / pieces; kv_tiles = (piece + 1) * kv_tiles / pieces - kv_first"
-        kv_first = piece * kv_tiles // pieces
-        kv_tiles = (piece + 1) * kv_tiles // pieces - kv_first
     last_piece = [0] * consumers  # .cu "__shared__ int last_piece[CONSUMERS]" (merge_pieces' last)
 
+    def unit_tiles(qt):  # .cu decode: "u.kv_tiles = (k_len + BN - 1) / BN ... u.kv_tiles = min(u.kv_tiles, last / BN + 1)"
+        kv_tiles, kv_first = (k_len + bn - 1) // bn, 0
+        if causal:
+            last = min(qt * bm + bm, q_len) - 1
+            kv_tiles = min(kv_tiles, last // bn + 1)
+        elif tail >= 0:  # .cu "kv_first = piece * all / pieces; kv_tiles = (piece + 1) * all / pieces - kv_first"
+            kv_first = piece * kv_tiles // pieces
+            kv_tiles = (piece + 1) * kv_tiles // pieces - kv_first
+        return kv_tiles, kv_first
+
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
-        full_q.arrive_expect_tx(q_bytes)
-        yield None
-        for p in range(panels):
-            tma.load(q_s + 2 * (p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, q0, h, b), full_q)
-        for j in range(kv_tiles):
-            s = j % stages
-            free_phase = ((j // stages) & 1) ^ 1
-            k_s = smem + 2 * (q_elems + s * 2 * kv_elems)
-            v_s = k_s + 2 * kv_elems
-            yield Wait(empty_k[s], free_phase)
-            full_k[s].arrive_expect_tx(kv_bytes)
-            yield None
-            for p in range(panels):  # .cu "at[4] = {PANEL * p, (kv_first + j) * BN, hk, b}"
-                tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
-                         full_k[s])
-            yield Wait(empty_v[s], free_phase)
-            full_v[s].arrive_expect_tx(kv_bytes)
+        j0 = 0  # .cu "j0": the block's key tiles before this unit (the ring runs on across units)
+        for n, (qt, h, b) in enumerate(units):
+            if n > 0:  # .cu "mbarrier_wait_parity(&empty_q, (n - 1) & 1u, ...)": the consumers are done with Q
+                yield Wait(empty_q, (n - 1) & 1)
+            full_q.arrive_expect_tx(q_bytes)
             yield None
             for p in range(panels):
-                tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
-                         full_v[s])
+                tma.load(q_s + 2 * (p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, qt * bm, h, b), full_q)
+            hk = h // group
+            kv_tiles, kv_first = unit_tiles(qt)
+            for j in range(kv_tiles):
+                s = (j0 + j) % stages
+                free_phase = (((j0 + j) // stages) & 1) ^ 1
+                k_s = smem + 2 * (q_elems + s * 2 * kv_elems)
+                v_s = k_s + 2 * kv_elems
+                yield Wait(empty_k[s], free_phase)
+                full_k[s].arrive_expect_tx(kv_bytes)
+                yield None
+                for p in range(panels):  # .cu "at[4] = {PANEL * p, (u.kv_first + j) * BN, hk, u.b}"
+                    tma.load(k_s + 2 * (p * bn * WG_PANEL), kt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
+                             full_k[s])
+                yield Wait(empty_v[s], free_phase)
+                full_v[s].arrive_expect_tx(kv_bytes)
+                yield None
+                for p in range(panels):
+                    tma.load(v_s + 2 * (p * bn * WG_PANEL), vt_bits, bn, (WG_PANEL * p, (kv_first + j) * bn, hk, b),
+                             full_v[s])
+            j0 += kv_tiles
+        if persistent:  # .cu "unit >= units": after the last unit's Q is free, unit_slot = -1 and a plain arrive
+            yield Wait(empty_q, (len(units) - 1) & 1)
+            full_q.arrive()
 
     def consumer(w: int):  # .cu "const int w = warpgroup - 1; const int t = threadIdx.x % 128": 128 threads on axis 0
         wg = Warpgroup(sm, dtype)
         t = np.arange(128)
         lane = t % 32
         r0 = 64 * w + 16 * (t // 32) + lane // 4
-        qrow = [q0 + r0, q0 + r0 + 8]
-        acc_s = np.zeros((128, bn // 2))
-        acc_o = np.zeros((128, d // 2))
-        m = [np.full(128, NEG_INF), np.full(128, NEG_INF)]
-        l_ = [np.zeros(128), np.zeros(128)]
-        pa = np.zeros((128, bn // 16, 4), dtype=np.uint32)
-        rescale = [None, None]
+        q_w = q_s + 2 * (w * 64 * WG_PANEL)  # .cu "q_w = q_s + w * 64 * PANEL"
 
         def release(bar: MBarrier):  # .cu "release(bar): if (lane == 0) mbarrier_arrive(bar)": one arrival per warp
             for _ in range(int(np.sum(lane == 0))):
                 bar.arrive()
                 yield None
 
-        yield Wait(full_q, 0)
-        q_w = q_s + 2 * (w * 64 * WG_PANEL)  # .cu "q_w = q_s + w * 64 * PANEL"
+        j0 = 0
+        for n in range(len(units) + (1 if persistent else 0)):
+            yield Wait(full_q, n & 1)  # .cu "mbarrier_wait_parity(&full_q, n & 1u, ...)"
+            if n == len(units):  # .cu "if (slot < 0) break;": the producer's -1
+                return
+            qt, h, b = units[n]
+            q0 = qt * bm
+            kv_tiles, kv_first = unit_tiles(qt)
+            qrow = [q0 + r0, q0 + r0 + 8]
+            acc_s = np.zeros((128, bn // 2))
+            acc_o = np.zeros((128, d // 2))
+            m = [np.full(128, NEG_INF), np.full(128, NEG_INF)]
+            l_ = [np.zeros(128), np.zeros(128)]
+            pa = np.zeros((128, bn // 16, 4), dtype=np.uint32)
+            rescale = [None, None]
 
-        def k_tile(j):  # .cu "k_tile(j): smem + Q_ELEMS + stage_of<STAGES>(j) * 2 * KV_ELEMS; v_tile(j): k_tile(j) + KV_ELEMS"
-            return smem + 2 * (q_elems + (j % stages) * 2 * kv_elems)
+            def stage(j, j0=j0):  # .cu "stage(j): stage_of<STAGES>(j0 + j); phase(j): phase_of<STAGES>(j0 + j)"
+                return (j0 + j) % stages
 
-        def v_tile(j):
-            return k_tile(j) + 2 * kv_elems
+            def phase(j, j0=j0):
+                return ((j0 + j) // stages) & 1
 
-        def softmax(j):  # .cu "softmax_tile<..>(acc_s, m, l, rescale, scale_log2, kv_first + j, ...)": j the block's own count
-            _softmax_tile(acc_s, m, l_, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow, causal)
+            def k_tile(j):  # .cu "k_tile(j): smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; v_tile(j): k_tile(j) + KV_ELEMS"
+                return smem + 2 * (q_elems + stage(j) * 2 * kv_elems)
 
-        if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn
-            for j in range(kv_tiles):
-                s, phase = j % stages, (j // stages) & 1
-                yield Wait(full_k[s], phase)
-                _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
-                wg.wait(0)
-                yield from release(empty_k[s])
-                softmax(j)
-                _rescale_o(acc_o, rescale)
-                _pack_p(pa, acc_s, dtype)
-                yield Wait(full_v[s], phase)
-                _issue_pv(wg, acc_o, pa, v_tile(j), d)
-                wg.wait(0)
-                yield from release(empty_v[s])
-        else:
-            # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
-            # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
-            # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w ^ 1), 256; "if (w == 0 || ++turn <
-            # turns)"); warpgroup 1 opens.
-            turns, turn = kv_tiles + 1, [0]
+            def v_tile(j):
+                return k_tile(j) + 2 * kv_elems
 
-            def my_turn():
-                if pingpong:
-                    yield from turn_bar[w].sync(128)
+            def k_done(j, kv_tiles=kv_tiles):
+                # .cu "if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]); if (PERSISTENT && j ==
+                # kv_tiles - 1) release(&empty_q);": the unit's last stage stages O
+                if not persistent or j != kv_tiles - 1:
+                    yield from release(empty_k[stage(j)])
+                if persistent and j == kv_tiles - 1:
+                    yield from release(empty_q)
 
-            def pass_turn():  # .cu "if (w != CONSUMERS - 1 || ++turn < turns) arrive(TURN_BARRIER + (w + 1) % CONSUMERS)"
-                if pingpong:
-                    turn[0] += w == consumers - 1
-                    if w != consumers - 1 or turn[0] < turns:
-                        turn_bar[(w + 1) % consumers].arrive(128)
-                    yield None
+            def softmax(j, kv_first=kv_first, q0=q0, qrow=qrow):  # .cu "softmax_tile<..>(.., kv_first + j, ..)"
+                _softmax_tile(acc_s, m, l_, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow, causal)
 
-            if pingpong and w == consumers - 1:
-                turn_bar[0].arrive(128)
-            yield Wait(full_k[0], 0)
-            yield from my_turn()
-            _issue_qk(wg, acc_s, q_w, k_tile(0), d, bm)
-            yield from pass_turn()
-            wg.wait(0)
-            yield from release(empty_k[0])
-            softmax(0)
-            _pack_p(pa, acc_s, dtype)  # .cu "O is still zero: its rescale (0) is harmless"
-            for j in range(1, kv_tiles):
-                s, sp = j % stages, (j - 1) % stages
-                yield Wait(full_k[s], (j // stages) & 1)
-                yield Wait(full_v[sp], ((j - 1) // stages) & 1)
+            if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn
+                for j in range(kv_tiles):
+                    s = stage(j)
+                    yield Wait(full_k[s], phase(j))
+                    _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
+                    wg.wait(0)
+                    yield from k_done(j)
+                    softmax(j)
+                    _rescale_o(acc_o, rescale)
+                    _pack_p(pa, acc_s, dtype)
+                    yield Wait(full_v[s], phase(j))
+                    _issue_pv(wg, acc_o, pa, v_tile(j), d)
+                    wg.wait(0)
+                    if not persistent or j != kv_tiles - 1:
+                        yield from release(empty_v[s])
+            else:
+                # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
+                # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
+                # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w + 1) % CONSUMERS, 256); the last
+                # warpgroup opens, each unit.
+                turns, turn = kv_tiles + 1, [0]
+
+                def my_turn():
+                    if pingpong:
+                        yield from turn_bar[w].sync(128)
+
+                def pass_turn(turns=turns, turn=turn):  # .cu "if (w != CONSUMERS - 1 || ++turn < turns) arrive(..)"
+                    if pingpong:
+                        turn[0] += w == consumers - 1
+                        if w != consumers - 1 or turn[0] < turns:
+                            turn_bar[(w + 1) % consumers].arrive(128)
+                        yield None
+
+                if pingpong and w == consumers - 1:
+                    turn_bar[0].arrive(128)
+                yield Wait(full_k[stage(0)], phase(0))
                 yield from my_turn()
-                _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
-                _rescale_o(acc_o, rescale)  # .cu "tile j - 1's factor, before its P V adds in"
-                _issue_pv(wg, acc_o, pa, v_tile(j - 1), d)
+                _issue_qk(wg, acc_s, q_w, k_tile(0), d, bm)
                 yield from pass_turn()
-                wg.wait(1)  # .cu "wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run"
-                yield from release(empty_k[s])
-                softmax(j)
                 wg.wait(0)
-                yield from release(empty_v[sp])
-                _pack_p(pa, acc_s, dtype)
-            last, sl = kv_tiles - 1, (kv_tiles - 1) % stages
-            yield Wait(full_v[sl], (last // stages) & 1)
-            yield from my_turn()
-            _rescale_o(acc_o, rescale)
-            _issue_pv(wg, acc_o, pa, v_tile(last), d)
-            yield from pass_turn()
-            wg.wait(0)
-            yield from release(empty_v[sl])
+                yield from k_done(0)
+                softmax(0)
+                _pack_p(pa, acc_s, dtype)  # .cu "O is still zero: its rescale (0) is harmless"
+                for j in range(1, kv_tiles):
+                    s, sp = stage(j), stage(j - 1)
+                    yield Wait(full_k[s], phase(j))
+                    yield Wait(full_v[sp], phase(j - 1))
+                    yield from my_turn()
+                    _issue_qk(wg, acc_s, q_w, k_tile(j), d, bm)
+                    _rescale_o(acc_o, rescale)  # .cu "tile j - 1's factor, before its P V adds in"
+                    _issue_pv(wg, acc_o, pa, v_tile(j - 1), d)
+                    yield from pass_turn()
+                    wg.wait(1)  # .cu "wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run"
+                    yield from k_done(j)
+                    softmax(j)
+                    wg.wait(0)
+                    yield from release(empty_v[sp])
+                    _pack_p(pa, acc_s, dtype)
+                last, sl = kv_tiles - 1, stage(kv_tiles - 1)
+                yield Wait(full_v[sl], phase(last))
+                yield from my_turn()
+                _rescale_o(acc_o, rescale)
+                _issue_pv(wg, acc_o, pa, v_tile(last), d)
+                yield from pass_turn()
+                wg.wait(0)
+                if not persistent:
+                    yield from release(empty_v[sl])
 
-        def epilogue():
-            # .cu "if (lse != nullptr && lane % 4 == 0) ... if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] +
-            # __log2f(l[r])) * ln 2"
-            for r in range(2):
-                ok = (lane % 4 == 0) & (qrow[r] < q_len)
-                with np.errstate(divide="ignore"):
-                    # .cu "out_lse = lse + (b * heads + h) * q_len"
-                    lse[(b * heads + h) * q_len + qrow[r][ok]] = (m[r][ok] + np.log2(l_[r][ok])) * 0.69314718055994530942
-            # O / l into the warpgroup's rows of Q's buffer: .cu "row = 16 * (t / 32) + lane / 4 + 8 * r; col = 8 * (i >> 2) +
-            # 2 * (lane % 4); p = col / PANEL, byte = 2 * (col % PANEL); panel = q_s + p * BM * PANEL + w * 64 * PANEL;
-            # at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))"
-            inv = [np.where(l_[r] > 0, 1.0 / np.where(l_[r] > 0, l_[r], 1.0), 0.0) for r in range(2)]
-            for i in range(0, d // 2, 2):
-                r = (i >> 1) & 1
-                row = 16 * (t // 32) + lane // 4 + 8 * r
-                col = 8 * (i >> 2) + 2 * (lane % 4)
-                p, byte = col // WG_PANEL, 2 * (col % WG_PANEL)
-                panel = q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL)
-                at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
-                sm.write32(at, pack2(acc_o[:, i] * inv[r], acc_o[:, i + 1] * inv[r], dtype))
-            # .cu "fence_proxy_async_shared(); named_barrier_sync(1 + w, 128)": the warpgroup's own barrier
-            yield from NamedBarrier(1 + w, 128).sync(128)
-            # .cu "if (t == 0) tensor_store<4>(&map_o, {PANEL * p, q0 + 64 * w, h, b}, q_s + p * BM * PANEL + w * 64 * PANEL)"
-            for p in range(panels):
-                tma.store(q_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
-                          (WG_PANEL * p, q0 + 64 * w, h, b))
+            # .cu "o_s = q_s; if constexpr (PERSISTENT) { named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
+            # o_s = k_tile(kv_tiles - 1); }": every warpgroup's last products have read the stage O goes to
+            sl = stage(kv_tiles - 1)
+            o_s = q_s
+            if persistent:
+                yield from all_consumers.sync(128)
+                o_s = k_tile(kv_tiles - 1)
+            j0 += kv_tiles
 
-        if not causal and tail >= 0:
-            # .cu "if (!CAUSAL && tail >= 0) { ... if (!merge_pieces<D>(acc_o, m, l, split_counter, split_partial, tail,
-            # piece, pieces, CONSUMERS, w, t, last_piece)) return; }": nothing orders the pieces of an item, so the
-            # warpgroup stops here, before it writes its slot, and the caller resumes it in the order of finishing
-            def finish():
-                if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t, last_piece,
-                                             d)):
-                    yield from epilogue()
+            def epilogue(o_s=o_s, q0=q0, qrow=qrow, h=h, b=b, m=m, l_=l_, acc_o=acc_o):
+                # .cu "if (lse != nullptr && lane % 4 == 0) ... if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] +
+                # __log2f(l[r])) * ln 2"
+                for r in range(2):
+                    ok = (lane % 4 == 0) & (qrow[r] < q_len)
+                    with np.errstate(divide="ignore"):
+                        # .cu "out_lse = lse + (u.b * heads + u.h) * q_len"
+                        lse[(b * heads + h) * q_len + qrow[r][ok]] = (m[r][ok] + np.log2(l_[r][ok])) * 0.69314718055994530942
+                # O / l into the warpgroup's rows of the staging buffer: .cu "row = 16 * (t / 32) + lane / 4 + 8 * r;
+                # col = 8 * (i >> 2) + 2 * (lane % 4); p = col / PANEL, byte = 2 * (col % PANEL); panel = o_s + p * BM *
+                # PANEL + w * 64 * PANEL; at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))"
+                inv = [np.where(l_[r] > 0, 1.0 / np.where(l_[r] > 0, l_[r], 1.0), 0.0) for r in range(2)]
+                for i in range(0, d // 2, 2):
+                    r = (i >> 1) & 1
+                    row = 16 * (t // 32) + lane // 4 + 8 * r
+                    col = 8 * (i >> 2) + 2 * (lane % 4)
+                    p, byte = col // WG_PANEL, 2 * (col % WG_PANEL)
+                    panel = o_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL)
+                    at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
+                    sm.write32(at, pack2(acc_o[:, i] * inv[r], acc_o[:, i + 1] * inv[r], dtype))
+                # .cu "fence_proxy_async_shared(); named_barrier_sync(1 + w, 128)": the warpgroup's own barrier
+                yield from NamedBarrier(1 + w, 128).sync(128)
+                # .cu "if (t == 0) tensor_store<4>(&map_o, {PANEL * p, q0 + 64 * w, u.h, u.b}, o_s + p * BM * PANEL + w *
+                # 64 * PANEL); bulk_wait_group_read<0>()": the stores read O before the stage goes back
+                for p in range(panels):
+                    tma.store(o_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
+                              (WG_PANEL * p, q0 + 64 * w, h, b))
 
-            finishes.append((tail, piece, w, finish(), tma))
-            return
-        yield from epilogue()
+            if not causal and tail >= 0:
+                # .cu "if (!CAUSAL && !PERSISTENT && u.tail >= 0) { store = merge_pieces<D>(acc_o, m, l, split_counter,
+                # split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t, last_piece); }": nothing orders the pieces of
+                # an item, so the warpgroup stops here, before it writes its slot, and the caller resumes it in the order
+                # of finishing
+                def finish(acc_o=acc_o, m=m, l_=l_, epilogue=epilogue):
+                    if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t,
+                                                 last_piece, d)):
+                        yield from epilogue()
+
+                finishes.append((tail, piece, w, finish(), tma))
+                return
+            yield from epilogue()
+            if persistent:  # .cu "stage_done(): release(&empty_k[sl]); release(&empty_v[sl]);" once the stores read O
+                yield from release(empty_k[sl])
+                yield from release(empty_v[sl])
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
     run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
     if tma.queue:
         raise AssertionError(f"{len(tma.queue)} TMA loads never waited for")
-    for bar in turn_bar:
+    for bar in (*turn_bar, all_consumers):
         if bar.arrived:
             raise AssertionError(f"named barrier {bar.ident} left with {bar.arrived} arrivals no sync met")
 
@@ -1272,7 +1335,8 @@ def _finishing(finishes: list, finish_order) -> list:
 def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 2, *,
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
                   overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
-                  keys: int | None = None, split: tuple[int, int] = (0, 1), finish_order=None):
+                  keys: int | None = None, split: tuple[int, int] = (0, 1), finish_order=None,
+                  persistent: int | None = None, takers: int | None = None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
@@ -1285,7 +1349,11 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     item's last piece merges); an int, a seed of a random order of all the pieces' warpgroups (an item's
     warpgroups may then have different last pieces); or a function of the list of (tail, piece, warpgroup) in
     the blocks' order that returns them in the order they finish. The counters must all be down at the end
-    (the next launch on the stream finds them so)."""
+    (the next launch on the stream finds them so). ``persistent``: the build with ASYNCCOPY_ATTN_PERSISTENT, on a grid
+    of that many blocks (attention_launch's ``blocks``; at most one a unit): block g takes unit g, then units from
+    the counter, in increasing order, as ``takers`` hands them out (None: in turn, g = 0, 1, ..; an int: a seed of
+    a random block for each, so that some blocks take many and some none). The blocks run one after another (they
+    share nothing but the outputs). No key split there."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1313,9 +1381,22 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     if tail < 0 or pieces < 1:
         raise ValueError(f"split (tail, pieces) must have tail >= 0 and pieces >= 1, got {split}")
     tail, pieces = min(tail, items, SPLIT_FLAGS // consumers), min(pieces, -(-k_len // keys))
-    if not (pieces > 1 and tail > 0):
+    if persistent is not None:
+        if pieces > 1 and tail > 0:  # attention_launch._plan: "a persistent grid is not cut along its keys"
+            raise ValueError("a persistent grid is not cut along its keys")
+        # the kernel's units in index order: .cu decode (causal: causal_item's order)
+        ordered = list(grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group))
+        blocks = min(len(ordered), persistent)  # attention_launch: "grid = (min(units, blocks or sm_count), 1, 1)"
+        taken = [[g] for g in range(blocks)]  # .cu "unit = own" first, then "gridDim.x + counter_arrive(unit_counter)"
+        rng = None if takers is None else np.random.default_rng(takers)
+        for unit in range(blocks, len(ordered)):
+            taken[(unit - blocks) % blocks if rng is None else int(rng.integers(blocks))].append(unit)
+        for units in taken:
+            _wgmma_block(qb, kb, vb, out, lse, writes, [ordered[u] for u in units], group, d, stages, causal,
+                         scale_log2, dtype, tma, order, smem_base, overlap, pingpong, consumers, keys, persistent=True)
+    elif not (pieces > 1 and tail > 0):
         for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group):
-            _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
+            _wgmma_block(qb, kb, vb, out, lse, writes, [(qt, h, b)], group, d, stages, causal, scale_log2, dtype, tma,
                          order, smem_base, overlap, pingpong, consumers, keys)
     else:
         if causal:  # the kernel reads the split only without the mask (.cu "} else if (pieces > 1) {")
@@ -1324,7 +1405,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
         partial = np.full((tail * pieces * consumers * 128 * (d // 8 + 1), 4), np.nan)
         finishes: list = []
         for qt, h, b, tail_, piece in split_blocks(items - tail + tail * pieces, items - tail, pieces, q_tiles, heads):
-            _wgmma_block(qb, kb, vb, out, lse, writes, qt, h, b, group, d, stages, causal, scale_log2, dtype, tma,
+            _wgmma_block(qb, kb, vb, out, lse, writes, [(qt, h, b)], group, d, stages, causal, scale_log2, dtype, tma,
                          order, smem_base, overlap, pingpong, consumers, keys, split=(tail_, piece, pieces),
                          workspace=(counter, partial), finishes=finishes)
         for _, _, w, gen, block_tma in _finishing(finishes, finish_order):

@@ -1,7 +1,7 @@
 """The two attention kernels' index and bookkeeping, without a GPU: tests/cpu/attention_emulation.py runs
 attention_mma.cu and attention_wgmma.cu (its default build: overlapped, with the ping-pong at head dim 64, and
-the serial / overlap / pingpong variants, and its key split: the last items cut along their keys and merged by
-whichever piece finishes last) instruction by instruction in NumPy (every lane's fragments, shared memory as
+the serial / overlap / pingpong variants, its key split: the last items cut along their keys and merged by
+whichever piece finishes last, and its persistent build: blocks taking item after item) instruction by instruction in NumPy (every lane's fragments, shared memory as
 bytes at the kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under several legal
 orders of copies, of the producer and consumers and of the pieces' finishing, and the results must match a float64
 reference of PyTorch SDPA's semantics (top-left causal mask, GQA h -> h // group, default scale 1 / sqrt(D),
@@ -353,3 +353,45 @@ def test_wgmma_key_split_as_launched():
     q, k, v = inputs(1, 1, 1, 70, 300, 64, "float16", seed=5)
     with pytest.raises(ValueError, match="causal"):  # the causal kernel ignores the split: the launch must not ask
         emu.emulate_wgmma(q, k, v, True, split=(1, 2))
+
+
+# The persistent build (ASYNCCOPY_ATTN_PERSISTENT; the causal default): (batch, heads, kv_heads, q_len, k_len,
+# head_dim, causal, stages, dtype, blocks, takers, TMA landing policy, scheduling priority, kernel variant). Fewer
+# blocks than items, so each block takes several and the K / V ring, Q's hand-back and O's stage run across them.
+PERSISTENT_CASES = [
+    (1, 2, 1, 300, 300, 64, True, 2, "bfloat16", 2, None, "eager", ("producer", 0, 1), "default"),
+    (1, 2, 2, 300, 200, 128, True, 1, "float16", 3, 7, "late", (1, 0, "producer"), "default"),
+    (2, 2, 1, 200, 300, 128, False, 2, "bfloat16", 2, None, "lifo", (0, "producer", 1), "default"),
+    (1, 3, 3, 129, 129, 64, False, 3, "float16", 2, 3, "eager", (1, "producer", 0), "serial"),
+    (1, 2, 1, 400, 390, 64, True, 3, "bfloat16", 3, None, "late", (2, 1, 0, "producer"), "consumers3"),
+    (2, 1, 1, 250, 300, 128, True, 2, "float16", 1, None, "eager", ("producer", 1, 0), "pingpong"),
+    (1, 2, 2, 64, 177, 128, False, 1, "bfloat16", 2, 11, "late", (0, "producer", 1), "overlap"),
+    (1, 4, 2, 129, 260, 64, True, 1, "float16", 4, 5, "eager", (0, 1, "producer"), "default"),
+    # the producer first and loads landing at once: it runs as far ahead as the barriers let it (a Q or a stage
+    # handed back too early is overwritten before it is read)
+    (1, 3, 1, 128, 256, 64, False, 3, "float16", 2, None, "eager", ("producer", 0, 1), "overlap"),
+    (1, 2, 2, 200, 177, 128, False, 2, "bfloat16", 1, None, "eager", ("producer", 1, 0), "default"),
+]
+
+
+@pytest.mark.parametrize("case", PERSISTENT_CASES, ids=lambda c: f"b{c[0]}h{c[1]}kv{c[2]}-q{c[3]}-k{c[4]}-d{c[5]}-"
+                         f"{'causal' if c[6] else 'full'}-s{c[7]}-blocks{c[9]}-{c[11]}-{c[13]}")
+def test_wgmma_persistent_emulation_matches_sdpa(case):
+    """Blocks taking item after item: the ring's stages and phases run on across items (a wrong count waits forever
+    or reads another item's K), Q is reloaded only after every consumer warp's last Q K^T of the item before (the
+    eager TMA policy lands the reload at once: an early one gives the wrong Q), O is staged in the item's last K / V
+    stage and that stage refilled only after the stores read it, and the counter's -1 ends every consumer."""
+    b, h, hk, lq, lk, d, causal, stages, dtype, blocks, takers, tma, order, variant = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 2)
+    consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
+    pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64 and consumers != 2)
+    out, lse = emu.emulate_wgmma(q, k, v, causal, None, stages, dtype=dtype, tma=tma, order=order,
+                                 overlap=variant != "serial", pingpong=pingpong, consumers=consumers,
+                                 persistent=blocks, takers=takers)
+    check(out, lse, q, k, v, causal, None, dtype)
+
+
+def test_wgmma_persistent_grid_is_never_cut_along_its_keys():
+    q, k, v = inputs(1, 1, 1, 70, 300, 64, "float16", seed=5)
+    with pytest.raises(ValueError, match="persistent grid is not cut"):
+        emu.emulate_wgmma(q, k, v, False, split=(1, 2), persistent=1)
