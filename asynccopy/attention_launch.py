@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import build, memo, workspace
-from .attention_kernels import AttentionConfig, key_split
+from .attention_kernels import AttentionConfig
+from .attention_schedule import key_split
 from .errors import ArgumentError
 from .matrix import ITEMSIZE
 
@@ -47,7 +48,7 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
     """out (and lse at lse_ptr, 0: none) from checked arrays (q, k, v, out: asynccopy.sdpa.Tensor4; p: its
     Problem); nothing to do for an empty output. A traced configuration (TMA kernels) takes its trace buffer at
     ``trace_ptr``. ``split`` (TMA kernels, no causal mask): (the grid's last items cut along their keys, pieces
-    each) in place of attention_kernels.key_split's. ``blocks`` (a persistent configuration): at most this many
+    each) in place of attention_schedule.key_split's. ``blocks`` (a persistent configuration): at most this many
     blocks take the units, in place of one an SM (so that a small problem gives each block several)."""
     if 0 in (p.batch, p.heads, p.q_len):
         return
@@ -73,7 +74,7 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
 def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] | None,
           blocks: int | None = None) -> _Plan:
     """The launch of ``cfg`` for problem ``p``: its grid, and for the TMA kernel the last wave's items cut along their
-    keys (attention_kernels.key_split, or ``split``), their pieces' partials and counters in the stream's workspace."""
+    keys (attention_schedule.key_split, or ``split``), their pieces' partials and counters in the stream's workspace."""
     if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # as fit() counts (static barriers)
         raise ArgumentError(f"{cfg.stages} stages of {cfg.kernel} at head dim {cfg.head_dim} in {cfg.tile[0]} x {cfg.tile[1]} "
                             f"tiles need {cfg.smem_bytes} bytes of shared memory a block and {cfg.record.smem_reserve} "

@@ -432,8 +432,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             u.kv_tiles = min(u.kv_tiles, last / BN + 1);
         } else if (u.tail >= 0) {
             const int all = u.kv_tiles;
-            u.kv_first = u.piece * all / pieces;
-            u.kv_tiles = (u.piece + 1) * all / pieces - u.kv_first;
+            // 64-bit products (a piece index times the tiles); dead code in a PERSISTENT build (no split there)
+            u.kv_first = static_cast<int>(static_cast<long long>(u.piece) * all / pieces);
+            u.kv_tiles = static_cast<int>(static_cast<long long>(u.piece + 1) * all / pieces) - u.kv_first;
         }
         return u;
     };

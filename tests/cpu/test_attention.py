@@ -236,7 +236,7 @@ def test_host_arrays_and_bad_flags_are_refused_before_any_gpu_work():
                                                              (5, 3, 2, 100 << 20), (1, 7, 1, 0), (9, 5, 3, 9 << 20)])
 def test_the_causal_block_order_is_the_headers_and_runs_every_tile_once_longest_first(q_tiles, heads, batch,
                                                                                      kv_bytes):
-    from asynccopy.attention_kernels import L2_BUDGET, causal_order
+    from asynccopy.attention_schedule import L2_BUDGET, causal_order
     from tests.cpu.attention_emulation import causal_tile
 
     order = causal_order(q_tiles, heads, batch, kv_bytes)
@@ -250,7 +250,8 @@ def test_the_causal_block_order_is_the_headers_and_runs_every_tile_once_longest_
 
 
 def test_the_launch_model_gives_short_causal_problems_smaller_blocks():
-    from asynccopy.attention_kernels import KERNELS, consumers_for_problem, grid_time
+    from asynccopy.attention_kernels import KERNELS
+    from asynccopy.attention_schedule import consumers_for_problem, grid_time
 
     rec = KERNELS["wgmma"]
     # 1024 x 64 causal: 6 tiles of 192 a head waste a partial tile and a coarser diagonal; 8 of 128 finish sooner
@@ -275,7 +276,7 @@ def test_the_launch_model_gives_short_causal_problems_smaller_blocks():
 
 
 def test_the_last_wave_is_cut_along_the_keys_where_it_leaves_sms_idle():
-    from asynccopy.attention_kernels import MAX_PIECES, PARTIAL_TILES, key_split, tail_split
+    from asynccopy.attention_schedule import MAX_PIECES, PARTIAL_TILES, key_split, tail_split
 
     # 8192 x 128, B 4 x H 16: 4096 items of 47 key tiles on 132 SMs leave 4 for a last wave
     assert tail_split(4096, 47, 132, 3.0) > 8
@@ -301,7 +302,7 @@ def test_the_last_wave_is_cut_along_the_keys_where_it_leaves_sms_idle():
 
 
 def test_the_consumers_take_turns_at_head_dim_128_on_items_of_few_key_tiles():
-    from asynccopy.attention_kernels import PINGPONG_KNOB, mean_key_tiles
+    from asynccopy.attention_schedule import PINGPONG_KNOB, mean_key_tiles
 
     def turns(lq, lk, d=128, causal=False, stages=None, kernel=None):
         p = att.check_inputs(*_qkv(b=4, hq=16, hkv=16, lq=lq, lk=lk, d=d))

@@ -334,9 +334,10 @@ def test_wgmma_key_split_any_finish_order(d):
 
 
 def test_wgmma_key_split_as_launched():
-    """(tail, pieces) as asynccopy.attention_kernels.key_split chooses them for a 3-SM device: the last wave's item
+    """(tail, pieces) as asynccopy.attention_schedule.key_split chooses them for a 3-SM device: the last wave's item
     cut into 3 pieces (the emulation clamps them as _launch_tma does); with one key tile the launch cuts nothing."""
-    from asynccopy.attention_kernels import AttentionConfig, key_split
+    from asynccopy.attention_kernels import AttentionConfig
+    from asynccopy.attention_schedule import key_split
 
     for d, lq, lk in ((64, 200, 600), (128, 130, 900)):
         dtype = "bfloat16"

@@ -13,7 +13,7 @@ LAYERS = [
     ("entry", ["__init__", "__main__", "cli"]),
     ("bench", ["bench"]),
     ("operations", ["stream", "mechanism", "tma", "tensormap", "swizzle", "stas", "cluster", "trace", "matmul",
-                    "gemm_launch", "gemm_kernels", "gemm_schedule", "tuning", "sdpa", "attention_kernels",
+                    "gemm_launch", "gemm_kernels", "gemm_schedule", "tuning", "sdpa", "attention_kernels", "attention_schedule",
                     "attention_launch", "attention_trace", "sanitize"]),
     ("model", ["model"]),
     ("runtime", ["build", "toolchain", "arrays", "matrix", "memo", "buffers", "workspace", "plotting"]),

@@ -266,7 +266,7 @@ def test_the_kernels_causal_block_order_is_the_launch_models(torch, grid, kv_byt
     from cuda.core import Stream
 
     from asynccopy import build
-    from asynccopy.attention_kernels import causal_order
+    from asynccopy.attention_schedule import causal_order
 
     out = torch.full((3 * math.prod(grid),), -7, dtype=torch.int32, device="cuda")
     stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
@@ -285,7 +285,7 @@ def test_the_kernels_causal_block_order_is_the_launch_models(torch, grid, kv_byt
 ], ids=lambda x: "x".join(map(str, x)))
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 def test_items_cut_along_their_keys_merge_exactly_once(torch, facts, rng, shape, split, layout):
-    """The wgmma kernel's key split (attention_kernels.key_split; here forced): the last items' key ranges run
+    """The wgmma kernel's key split (attention_schedule.key_split; here forced): the last items' key ranges run
     as separate blocks and the last to finish merges the others' O, max and sum. Twice in a row on one
     stream (each launch must leave the counters down for the next), against float64, lse included."""
     from cuda.core import Stream

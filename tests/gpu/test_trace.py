@@ -48,7 +48,8 @@ def test_attention_trace_events_come_in_order(causal, head_dim, tmp_path):
     # a column per consumer warpgroup: as many as the launch model gives this one-wave problem (two at 64 here:
     # 32 blocks of 128 queries finish before 24 of 192)
     from asynccopy import device
-    from asynccopy.attention_kernels import KERNELS, consumers_for_problem
+    from asynccopy.attention_kernels import KERNELS
+    from asynccopy.attention_schedule import consumers_for_problem
 
     want = consumers_for_problem(KERNELS["wgmma"], head_dim, 1000, 1500, 4, 1, causal, device.current().sm_count)
     assert block.tiles() >= 2 and len(block.consumers) == cfg.consumers == want == 2
