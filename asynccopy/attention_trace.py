@@ -93,7 +93,7 @@ def decode(raw: np.ndarray, blocks: int, consumers: int) -> list[AttentionBlockT
 def check_variant(variant: str | None, head_dim: int) -> tuple:
     """The -D macros of the wgmma kernel's compile-time variant ``variant`` (attention_kernels.VARIANTS; None:
     the default build, no macros), checked against the head dim it builds at."""
-    from .attention_kernels import VARIANT_HEAD_DIMS, VARIANTS
+    from .attention_kernels import PERSISTENT_KNOB, VARIANT_HEAD_DIMS, VARIANTS
 
     if variant is None:
         return ()
@@ -103,6 +103,9 @@ def check_variant(variant: str | None, head_dim: int) -> tuple:
     if head_dim not in VARIANT_HEAD_DIMS.get(variant, (head_dim,)):
         raise ArgumentError(f"variant {variant!r} builds at head dim {', '.join(map(str, VARIANT_HEAD_DIMS[variant]))} "
                             f"only, got {head_dim}")
+    if dict(known[variant]).get(PERSISTENT_KNOB):
+        raise ArgumentError(f"variant {variant!r} cannot be traced: a traced build follows one item a block (a causal "
+                            "problem's trace, too, shows that build, not its persistent default)")
     return known[variant]
 
 

@@ -112,5 +112,7 @@ def test_a_traced_variant_is_the_builds_macros():
 
     assert at.check_variant(None, 128) == ()
     assert at.check_variant("overlap", 128) == VARIANTS["wgmma"]["overlap"]
+    with pytest.raises(Exception, match="'persistent' cannot be traced: a traced build follows one item a block"):
+        at.check_variant("persistent", 128)
     with pytest.raises(Exception, match="unknown wgmma variant 'rows32'"):  # an mma variant, not wgmma's
         at.check_variant("rows32", 64)
