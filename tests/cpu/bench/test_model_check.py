@@ -494,12 +494,37 @@ def test_deep_pipelines_that_hold_fewer_blocks_than_their_trace_compute_faster(m
     assert within10 <= 15 and within25 <= 19
 
 
+@pytest.mark.parametrize("name, with_it, without_it", [
+    ("h200_plan_tile4096_64threads_2blocks.json", (31, 43), (13, 25)),
+    ("h200_plan_tile4096_128threads_2blocks.json", (30, 46), (24, 38)),
+])
+def test_fewer_blocks_than_traced_share_the_issue_among_fewer(monkeypatch, name, with_it, without_it):
+    """Recorded H200 runs at tile 4096 floats x 2 blocks an SM. At 8 stages one block fits an SM where the variants
+    were traced at 4 with two: the producers' traced issue (1.9-4.7 us a tile: a wait on the memory system's admission,
+    which both blocks' issues shared) charged to one block alone put those stage counts 41-145% over; measured, one
+    block at 8 stages ran no slower than two at 4. With the issue shared by the blocks an SM holds (model_check.
+    shared_issue): within 10% of every measured stage count for 31 and 30 of 48 pairs (13 and 24 without), within 25%
+    for 43 and 46 (25 and 38)."""
+    from pathlib import Path
+
+    data = Path(__file__).parents[2] / "data" / name
+    result, compute, overheads = plan_file.load(data)
+    curve = plan_file.load_memory(data).curve
+    _, rows = model_check.check(result, compute, overheads, curve)
+    _, within10, within25, _ = model_check.summary_counts(rows)
+    assert within10 >= with_it[0] and within25 >= with_it[1]
+    monkeypatch.setattr(model_check, "shared_issue", lambda ov, resident, traced: ov)
+    _, rows = model_check.check(result, compute, overheads, curve)
+    _, within10, within25, _ = model_check.summary_counts(rows)
+    assert within10 <= without_it[0] and within25 <= without_it[1]
+
+
 @pytest.mark.parametrize("name, regime, held_out, planner_at_least, within10_at_least", [
     ("h200_plan_tile8192_512threads.json", (8192, 512, 1), True, 48, 43),
     ("h200_plan_tile8192_256threads.json", (8192, 256, 1), True, 47, 46),
     ("h200_plan_tile16384_256threads.json", (16384, 256, 1), False, 48, 43),
     ("h200_plan_tile2048_512threads.json", (2048, 512, 1), True, 48, 35),
-    ("h200_plan_tile4096_64threads_2blocks.json", (4096, 64, 2), True, 48, 13),
+    ("h200_plan_tile4096_64threads_2blocks.json", (4096, 64, 2), True, 48, 31),
 ])
 def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime, held_out, planner_at_least,
                                                                    within10_at_least):
@@ -511,8 +536,9 @@ def test_fresh_runs_after_the_one_stage_and_shared_compute_changes(name, regime,
     threads, run with the floor: planner 48, simulator 26 (compute-bound short tiles 10-19% over at 2-8 stages).
     Tile 4096 x 64 threads x 2 blocks: planner 48, simulator 13 (within 25%: 18 as run, 23 once the compute is
     shared by warps a sub-partition rather than by blocks; the producer kernels' traced issue of 2-4.7 us a tile
-    puts 8 stages, one block an SM, 41-145% over). Tile 2048 x 512 threads: 35 since a late copy holds a multi-stage
-    loop's barrier and two-stage loops of computing threads take the baseline's chain."""
+    puts 8 stages, one block an SM, 41-145% over; 31 since that issue is shared by the blocks an SM holds). Tile 2048
+    x 512 threads: 35 since a late copy holds a multi-stage loop's barrier and two-stage loops of computing threads take
+    the baseline's chain."""
     from pathlib import Path
 
     data = Path(__file__).parents[2] / "data" / name
@@ -714,14 +740,16 @@ def test_a_bulk_copy_producers_issue_holds_no_waits():
 
 @pytest.mark.parametrize("name, sim_with, sim_without, plan_with, plan_without", [
     ("h200_plan_tile1024_128threads_2blocks.json", 42, 39, 46, 46),
-    ("h200_plan_tile4096_512threads_2blocks.json", 25, 24, 48, 46),
+    ("h200_plan_tile4096_512threads_2blocks.json", 30, 30, 48, 46),
 ])
 def test_bulk_copy_producers_issue_on_recorded_runs(monkeypatch, name, sim_with, sim_without, plan_with,
                                                      plan_without):
     """Recorded H200 runs (development half). At tile 1024 x 128 threads x 2 blocks the TMA producers' issue traced at
     intensity 8 read 830-870 ns a tile against a period of 670-750 (250-270 at intensity 0), and their deep pipelines
     came out producer-paced, 13-20% over; at tile 4096 x 512 threads x 2 blocks tma_1d_pipeline and ws_tma p1 read
-    3.9 and 4.7 us, and the planner gave them one stage where four are 1.3x faster."""
+    3.9 and 4.7 us, and the planner gave them one stage where four are 1.3x faster (the simulator there: 25 within
+    10% with it, 24 without; 30 and 30 since the issue is shared by the blocks an SM holds, model_check.shared_issue,
+    which the planner does not see: it still needs this, 48 against 46)."""
     result, compute, overheads, curve = _recorded(name)
     _, rows = model_check.check(result, compute, overheads, curve)
     planner_ok, within10, _, _ = model_check.summary_counts(rows)
