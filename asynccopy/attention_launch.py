@@ -41,6 +41,7 @@ class _Plan:
     after: tuple = ()  # (TMA kernels) the whole items and the pieces of a cut one, after the counter and partials
     partial_bytes: int = 0  # the key split's partials (0: no split)
     rows: tuple[int, ...] = ()  # (TMA kernels) the rows of q's, k's, v's and out's map boxes
+    persistent: bool = False  # (TMA kernels) its blocks take items from the workspace's unit counter
 
 
 def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *, stream, facts, trace_ptr: int = 0,
@@ -55,7 +56,7 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
     if cfg.trace != bool(trace_ptr):
         raise ArgumentError("a traced configuration takes a trace buffer, and only it does")
     hang_ns, split = build.hang_timeout_ns(), None if split is None else tuple(split)
-    if blocks is not None and (not cfg.persistent or blocks < 1):
+    if blocks is not None and (blocks < 1 or not cfg.persistent):
         raise ArgumentError(f"blocks={blocks}: a persistent configuration's cap of its grid, at least 1")
     plan = _plans.get((cfg, p, facts, hang_ns, split, blocks), lambda: _plan(cfg, p, facts, hang_ns, split, blocks))
     if cfg.record.operands != "tma":
@@ -64,9 +65,9 @@ def launch(cfg: AttentionConfig, p, q, k, v, out, lse_ptr: int, scale: float, *,
         return
     maps = tuple(_map(t, rows) for t, rows in zip((q, k, v, out), plan.rows))
     counter = partial = units = 0
-    if plan.partial_bytes or cfg.persistent:
+    if plan.partial_bytes or plan.persistent:
         counter, partial = workspace.stream_k(facts.device_id, stream, plan.partial_bytes)
-        units = counter + workspace.UNIT_COUNTER_OFFSET if cfg.persistent else 0
+        units = counter + workspace.UNIT_COUNTER_OFFSET if plan.persistent else 0
     plan.run(stream, *maps, lse_ptr, *plan.before, np.float32(scale * LOG2E), counter, partial, *plan.after, units,
              *((trace_ptr,) if cfg.trace else ()))
 
@@ -105,7 +106,8 @@ def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] |
     # Q in boxes of the block's queries, K and V of a tile's keys, out of 64 rows (each consumer warpgroup stores its
     # own) x 64 columns of head_dim
     return _Plan(run, (np.int32(p.heads), np.int32(p.group), np.int32(p.q_len), np.int32(p.k_len)),
-                 (np.int32(items - tail), np.int32(pieces), np.int32(p.batch)), partial_bytes, (bm, bn, bn, 64))
+                 (np.int32(items - tail), np.int32(pieces), np.int32(p.batch)), partial_bytes, (bm, bn, bn, 64),
+                 cfg.persistent)
 
 
 _plans = memo.Memo()  # a configuration's launch per problem, device, hang bound, split and grid cap (_Plan)

@@ -37,8 +37,8 @@ from .attention_kernels import (
     AttentionConfig,
     AttentionKernel,
 )
-from .attention_schedule import consumers_for_problem, with_persistence, with_turns
 from .attention_launch import launch
+from .attention_schedule import consumers_for_problem, with_persistence, with_turns
 from .dtypes import dtype_name, numpy_dtype
 from .errors import ArgumentError, check_float, check_int, check_name
 from .matrix import ITEMSIZE

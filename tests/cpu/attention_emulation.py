@@ -1184,7 +1184,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 if persistent and j == kv_tiles - 1:
                     yield from release(empty_q)
 
-            def softmax(j, kv_first=kv_first, q0=q0, qrow=qrow):  # .cu "softmax_tile<..>(.., kv_first + j, ..)"
+            def softmax(j, kv_first=kv_first, q0=q0, qrow=qrow, acc_s=acc_s, m=m, l_=l_, rescale=rescale):
+                # .cu "softmax_tile<..>(acc_s, m, l, rescale, scale_log2, kv_first + j, ...)": j the unit's own count
                 _softmax_tile(acc_s, m, l_, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow, causal)
 
             if not overlap:  # .cu "if constexpr (!OVERLAP)": K, S, softmax, V, P V in turn

@@ -1,15 +1,15 @@
 """The two attention kernels' index and bookkeeping, without a GPU: tests/cpu/attention_emulation.py runs
-attention_mma.cu and attention_wgmma.cu (its default build: overlapped, with the ping-pong at head dim 64, and
-the serial / overlap / pingpong variants, its key split: the last items cut along their keys and merged by
-whichever piece finishes last, and its persistent build: blocks taking item after item) instruction by instruction in NumPy (every lane's fragments, shared memory as
-bytes at the kernels' addresses, the swizzles, masks, stages, barrier phases, epilogues), under several legal
-orders of copies, of the producer and consumers and of the pieces' finishing, and the results must match a float64
-reference of PyTorch SDPA's semantics (top-left causal mask, GQA h -> h // group, default scale 1 / sqrt(D),
-lse in natural log) to within what rounding P and the output to the dtype can explain, element by element. The
-emulators share the kernels' reading of the PTX ISA (see their docstring): these tests catch slips of index,
-address and bookkeeping, not a misreading of an instruction. The descriptor model is checked against
-gemm_wgmma.cu's addressing, which passes on an H200 (docs/design.md: tests/gpu/test_matmul.py, all four
-layouts)."""
+attention_mma.cu and attention_wgmma.cu (its default build: overlapped, with the ping-pong at head dim 64, and the
+serial / overlap / pingpong variants, its key split: the last items cut along their keys and merged by whichever
+piece finishes last, and its persistent build: blocks taking item after item) instruction by instruction in NumPy
+(every lane's fragments, shared memory as bytes at the kernels' addresses, the swizzles, masks, stages, barrier
+phases, epilogues), under several legal orders of copies, of the producer and consumers and of the pieces'
+finishing, and the results must match a float64 reference of PyTorch SDPA's semantics (top-left causal mask, GQA h
+-> h // group, default scale 1 / sqrt(D), lse in natural log) to within what rounding P and the output to the dtype
+can explain, element by element. The emulators share the kernels' reading of the PTX ISA (see their docstring):
+these tests catch slips of index, address and bookkeeping, not a misreading of an instruction. The descriptor model
+is checked against gemm_wgmma.cu's addressing, which passes on an H200 (docs/design.md: tests/gpu/test_matmul.py,
+all four layouts)."""
 
 import math
 
