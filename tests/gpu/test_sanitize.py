@@ -234,16 +234,18 @@ def _attention64(cupy, q, k, v, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("variant", ["consumers3", "rows32"])
+@pytest.mark.parametrize("variant", ["consumers3", "persistent", "rows32"])
 def test_attention_variants(cupy, facts, causal, variant):
     """At head dim 64: wgmma with three consumer warpgroups (long problems' build; the launch model gives small
-    ones two, which test_attention below runs); mma with 32 rows a warp (Q in shared memory of its own)."""
+    ones two, which test_attention below runs); wgmma's persistent build on a grid of 2 blocks for 4 units, so
+    each block takes a second unit (O staged in a K/V stage that TMA refills next, Q handed back and reloaded);
+    mma with 32 rows a warp (Q in shared memory of its own)."""
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
     from asynccopy.attention_kernels import VARIANTS
 
-    kernel = "wgmma" if variant == "consumers3" else "mma"
+    kernel = "mma" if variant == "rows32" else "wgmma"
     require_cc(facts, (9, 0) if kernel == "wgmma" else (8, 0))
     rng = np.random.default_rng(3 + causal)
     b, h, hkv, lq, lk, d = 1, 2, 1, 250, 200, 64  # two query tiles of 192, the second partial
@@ -254,8 +256,12 @@ def test_attention_variants(cupy, facts, causal, variant):
     tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
     p = att.check_inputs(tq, tk, tv)
     cfg = att.configure(p, facts, kernel=kernel, stages=2, causal=causal).with_defines(VARIANTS[kernel][variant])
-    assert (cfg.consumers, cfg.threads) == ((3, 512) if kernel == "wgmma" else (None, 128))
-    att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
+    if variant == "persistent":
+        assert cfg.persistent
+        att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts, blocks=2)
+    else:
+        assert (cfg.consumers, cfg.threads) == ((3, 512) if kernel == "wgmma" else (None, 128))
+        att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
     stream.sync()
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
 
