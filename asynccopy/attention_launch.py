@@ -88,8 +88,6 @@ def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] |
     tail, pieces = key_split(cfg, p.q_len, p.k_len, p.heads, p.batch, facts.sm_count) if split is None else split
     if pieces > 1 and tail > 0 and cfg.causal:
         raise ArgumentError("a causal grid is not cut along its keys: its blocks follow causal_tile's order")
-    if pieces > 1 and tail > 0 and cfg.persistent:
-        raise ArgumentError("a persistent grid is not cut along its keys: its blocks take whole items as they free")
     tail, pieces = min(tail, items, workspace.SPLIT_FLAGS // cfg.consumers), min(pieces, -(-p.k_len // bn))
     partial_bytes = 0
     if pieces > 1 and tail > 0:

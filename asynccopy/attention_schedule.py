@@ -105,10 +105,10 @@ def tail_split(items: int, kv_tiles: int, sms: int, overhead: float) -> int:
 @functools.lru_cache(maxsize=1024)
 def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: int, sms: int) -> tuple[int, int]:
     """(items, pieces): the last ``items`` of the TMA kernel's grid (the last wave's) cut into ``pieces`` ranges
-    of their key tiles each, as tail_split gives them; (0, 1) with the causal mask (its grid runs the short
-    tiles last), for a trace (which follows whole items), a persistent build (whose blocks take items as they free) or a
-    pointer kernel."""
-    if cfg.causal or cfg.trace or cfg.record.operands != "tma" or cfg.persistent:
+    of their key tiles each, as tail_split gives them (a persistent build's blocks take those pieces after the whole
+    items, as they free); (0, 1) with the causal mask (its grid runs the short tiles last), for a trace (which follows
+    whole items) or a pointer kernel."""
+    if cfg.causal or cfg.trace or cfg.record.operands != "tma":
         return 0, 1
     items = -(-q_len // cfg.tile[0]) * heads * batch
     pieces = tail_split(items, -(-k_len // cfg.tile[1]), sms, cfg.record.block_overhead)

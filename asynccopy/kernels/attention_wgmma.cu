@@ -114,6 +114,12 @@ constexpr int TURN_BARRIER = 4;
 constexpr int ALL_CONSUMERS_BARRIER = 7;
 #define NEG_INF __int_as_float(0xff800000u)
 
+// A compile-time bool as a value, for a generic lambda to be instantiated on.
+template <bool B>
+struct Flag {
+    static constexpr bool value = B;
+};
+
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
 template <class T>
 __device__ __forceinline__ unsigned pack2(float lo, float hi);
@@ -397,7 +403,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     const unsigned items = static_cast<unsigned>(q_tiles) * heads * batch;
     const unsigned whole = static_cast<unsigned>(whole_items);
     // the grid's units: whole items, then (a key-split last wave) `pieces` pieces of each of the rest
-    const unsigned units = !PERSISTENT && pieces > 1 ? whole + (items - whole) * pieces : items;
+    const unsigned units = !CAUSAL && pieces > 1 ? whole + (items - whole) * pieces : items;
     const int pairs = heads * batch, chunk = ac::causal_chunk(pairs, 4ll * k_len * D / group);
     // A unit and what it is: its query tile, head and batch, its piece of a key-split item (tail >= 0: the item's
     // index among the split ones), its key tiles kv_first .. kv_first + kv_tiles - 1. Units run in index order
@@ -412,7 +418,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         unsigned item = unit;
         u.tail = -1;
         u.piece = 0;
-        if (!PERSISTENT && pieces > 1 && unit >= whole) {
+        if (!CAUSAL && pieces > 1 && unit >= whole) {
             u.tail = static_cast<int>((unit - whole) / static_cast<unsigned>(pieces));
             u.piece = static_cast<int>((unit - whole) % static_cast<unsigned>(pieces));
             item = whole + u.tail;
@@ -431,10 +437,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             const int last = min(u.qt * BM + BM, q_len) - 1;
             u.kv_tiles = min(u.kv_tiles, last / BN + 1);
         } else if (u.tail >= 0) {
-            const int all = u.kv_tiles;
-            // 64-bit products (a piece index times the tiles); dead code in a PERSISTENT build (no split there)
-            u.kv_first = static_cast<int>(static_cast<long long>(u.piece) * all / pieces);
-            u.kv_tiles = static_cast<int>(static_cast<long long>(u.piece + 1) * all / pieces) - u.kv_first;
+            // the key tiles in `pieces` ranges as equal as can be, the first all % pieces one tile longer; no product
+            // of a piece and the tiles (32 bits, so that the unit loop inlines its divisions)
+            const unsigned all = static_cast<unsigned>(u.kv_tiles), each = all / static_cast<unsigned>(pieces);
+            const unsigned longer = all - each * static_cast<unsigned>(pieces), piece = static_cast<unsigned>(u.piece);
+            u.kv_first = static_cast<int>(piece * each + min(piece, longer));
+            u.kv_tiles = static_cast<int>(each + (piece < longer ? 1u : 0u));
         }
         return u;
     };
@@ -517,14 +525,13 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
     unsigned long long j0 = 0;  // the block's key tiles before this unit (the producer's count)
-    for (unsigned n = 0; PERSISTENT || n == 0; ++n) {
-        ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
-        unsigned unit = own;
-        if constexpr (PERSISTENT) {
-            const int slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see below
-            if (slot < 0) break;
-            unit = static_cast<unsigned>(slot);
-        }
+    // One unit, from its Q's arrival to its stores. MERGE (a Flag): the unit may be a piece of a
+    // key-split item (merge_pieces after its tiles). A PERSISTENT block runs its whole items through the instance
+    // without it and its pieces (the grid's last units) through the other: merge_pieces inside the loop of whole
+    // items cost that loop its uniform registers (descriptors rebuilt in per-thread ones, R2UR 35 -> 85 at head
+    // dim 64) and a stack frame, by SASS.
+    auto run_unit = [&](unsigned unit, auto merge_c) {
+        constexpr bool MERGE = decltype(merge_c)::value;
         Unit u = decode(unit);
         if constexpr (PERSISTENT) {
             // The same in every lane, but read from shared memory, so not known to be by the compiler, which then
@@ -534,8 +541,6 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             u.qt = __reduce_max_sync(0xffffffffu, u.qt);
             u.h = __reduce_max_sync(0xffffffffu, u.h);
             u.b = __reduce_max_sync(0xffffffffu, u.b);
-            u.tail = __reduce_max_sync(0xffffffffu, u.tail);
-            u.piece = __reduce_max_sync(0xffffffffu, u.piece);
             u.kv_first = __reduce_max_sync(0xffffffffu, u.kv_first);
             u.kv_tiles = __reduce_max_sync(0xffffffffu, u.kv_tiles);
         }
@@ -681,12 +686,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             }
         };
         j0 += kv_tiles;
-        // a piece of a key-split item: the last to finish stores the merged rows (not in a PERSISTENT build, whose
-        // grid is not cut: merge_pieces inside the unit loop cost the consumers a stack frame)
+        // a piece of a key-split item: the last to finish stores the merged rows
         bool store = true;
-        if (!CAUSAL && !PERSISTENT && u.tail >= 0) {
+        if (!CAUSAL && MERGE && pieces > 1 && unit >= whole) {
+            // the piece's place from its unit again, rather than kept live through the unit's key tiles
+            const unsigned tail = (unit - whole) / static_cast<unsigned>(pieces);
+            const int piece = static_cast<int>(unit - whole - tail * static_cast<unsigned>(pieces));
             __shared__ int last_piece[CONSUMERS];
-            store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t,
+            store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, static_cast<int>(tail), piece, pieces, CONSUMERS, w, t,
                                     last_piece);
         }
         if (store) {
@@ -699,7 +706,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             }
             // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes],
             // 128B-swizzled as the map's boxes), then one TMA store per panel
-            const float inv[2] = {l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f};
+            const float inv[2] = {l[0] > 0.0f ? ac::rcp_ftz(l[0]) : 0.0f, l[1] > 0.0f ? ac::rcp_ftz(l[1]) : 0.0f};
 #pragma unroll
             for (int i = 0; i < D / 2; i += 2) {
                 const int r = (i >> 1) & 1;
@@ -724,6 +731,26 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             if constexpr (PERSISTENT) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
         }
         stage_done();  // PERSISTENT: the unit's last stage may be refilled
+    };
+    // the whole items (PERSISTENT: until the first piece of a key-split item, which ends the loop with `slot` held)
+    int slot = -1;
+    unsigned n = 0;  // the units this block has taken before
+    for (; PERSISTENT || n == 0; ++n) {
+        ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
+        unsigned unit = own;
+        if constexpr (PERSISTENT) {
+            slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see run_unit
+            if (slot < 0 || (!CAUSAL && pieces > 1 && static_cast<unsigned>(slot) >= whole)) break;
+            unit = static_cast<unsigned>(slot);
+        }
+        run_unit(unit, Flag<!PERSISTENT && !CAUSAL>{});
+    }
+    if constexpr (PERSISTENT && !CAUSAL) {  // the pieces, each merged by the last to finish
+        while (slot >= 0) {
+            run_unit(static_cast<unsigned>(slot), Flag<true>{});
+            ac::mbarrier_wait_parity(&full_q, ++n & 1u, {"attention_wgmma", "full_q", 0});
+            slot = __reduce_max_sync(0xffffffffu, unit_slot);
+        }
     }
     AT_MARK(2, w == 0 && t == 0);
 }

@@ -1047,21 +1047,20 @@ def _merge_pieces(acc_o, m, l_, counter, partial, tail: int, piece: int, pieces:
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
                  smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *, persistent: bool = False,
-                 split: tuple[int, int, int] = (-1, 0, 1), workspace=None, finishes: list | None = None) -> None:
+                 pieces: int = 1, workspace=None, finishes: list | None = None) -> None:
     """One block of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with ASYNCCOPY_ATTN_OVERLAP =
     ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong``, ``consumers`` consumer warpgroups (ASYNCCOPY_ATTN_CONSUMERS),
     ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN) and ASYNCCOPY_ATTN_PERSISTENT = ``persistent``. ``units``: the
-    (qt, h, b) of the items the block takes, in order: one (its blockIdx's), or (persistent) its own and those it
-    took from the unit counter after it. qt_bits [batch][heads][q_len][D] etc.: the tensors the maps describe; out,
-    writes [batch][heads][q_len][D]; lse flat. ``split`` (not persistent): (tail, piece, pieces) as the kernel derives
-    them from its blockIdx (split_blocks; tail -1: a whole item); a piece's consumers stop at merge_pieces and append
-    their rest, (tail, piece, w, generator, tma), to ``finishes``, for the caller to run in the order the pieces
-    finish; ``workspace``: (split_counter, split_partial) as _merge_pieces takes them."""
-    tail, piece, pieces = split
-    if persistent and (tail >= 0 or len(units) < 1):
-        raise ValueError("a persistent block takes one or more whole items (its grid is never cut along the keys)")
-    if not persistent and len(units) != 1:
-        raise ValueError("a block of the default build takes one item")
+    (qt, h, b, tail, piece) of the units the block takes, in order (tail -1, piece 0: a whole item; else piece
+    ``piece`` of the key split's item ``tail``, as split_blocks gives them): one (its blockIdx's), or (persistent) its
+    own and those it took from the unit counter after it. qt_bits [batch][heads][q_len][D] etc.: the tensors the maps
+    describe; out, writes [batch][heads][q_len][D]; lse flat. ``pieces``: the key split's pieces an item. A piece's
+    consumers in the default build stop at merge_pieces and append their rest, (tail, piece, w, generator, tma), to
+    ``finishes``, for the caller to run in the order the pieces finish; a persistent block's merge there and then
+    (the blocks run one after another, so the last of them to take one of an item's pieces merges it);
+    ``workspace``: (split_counter, split_partial) as _merge_pieces takes them."""
+    if len(units) < 1 or not persistent and len(units) != 1:
+        raise ValueError("a block of the default build takes one unit, a persistent one one or more")
     heads, q_len, k_len = qt_bits.shape[1], qt_bits.shape[2], kt_bits.shape[2]  # the kernel's arguments
     panels = d // WG_PANEL  # .cu "PANELS = D / PANEL; Q_ELEMS = BM * D; KV_ELEMS = BN * D; Q_BYTES = 2u * Q_ELEMS ..."
     bm = 64 * consumers  # .cu "BM = 64 * CONSUMERS"
@@ -1093,19 +1092,21 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
     tma = Tma(sm, tma_policy, dtype)
     last_piece = [0] * consumers  # .cu "__shared__ int last_piece[CONSUMERS]" (merge_pieces' last)
 
-    def unit_tiles(qt):  # .cu decode: "u.kv_tiles = (k_len + BN - 1) / BN ... u.kv_tiles = min(u.kv_tiles, last / BN + 1)"
+    def unit_tiles(qt, tail, piece):  # .cu decode: "u.kv_tiles = (k_len + BN - 1) / BN ... min(u.kv_tiles, last / BN + 1)"
         kv_tiles, kv_first = (k_len + bn - 1) // bn, 0
         if causal:
             last = min(qt * bm + bm, q_len) - 1
             kv_tiles = min(kv_tiles, last // bn + 1)
-        elif tail >= 0:  # .cu "kv_first = piece * all / pieces; kv_tiles = (piece + 1) * all / pieces - kv_first"
-            kv_first = piece * kv_tiles // pieces
-            kv_tiles = (piece + 1) * kv_tiles // pieces - kv_first
+        elif tail >= 0:  # .cu "each = all / pieces; longer = all - each * pieces; kv_first = piece * each + min(piece,
+            # longer); kv_tiles = each + (piece < longer ? 1u : 0u)"
+            each = kv_tiles // pieces
+            longer = kv_tiles - each * pieces
+            kv_first, kv_tiles = piece * each + min(piece, longer), each + (1 if piece < longer else 0)
         return kv_tiles, kv_first
 
     def producer():  # .cu "if (warpgroup == 0) { ... if (threadIdx.x != 0) return; ...": thread 0 of warpgroup 0
         j0 = 0  # .cu "j0": the block's key tiles before this unit (the ring runs on across units)
-        for n, (qt, h, b) in enumerate(units):
+        for n, (qt, h, b, tail, piece) in enumerate(units):
             if n > 0:  # .cu "mbarrier_wait_parity(&empty_q, (n - 1) & 1u, ...)": the consumers are done with Q
                 yield Wait(empty_q, (n - 1) & 1)
             full_q.arrive_expect_tx(q_bytes)
@@ -1113,7 +1114,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
             for p in range(panels):
                 tma.load(q_s + 2 * (p * bm * WG_PANEL), qt_bits, bm, (WG_PANEL * p, qt * bm, h, b), full_q)
             hk = h // group
-            kv_tiles, kv_first = unit_tiles(qt)
+            kv_tiles, kv_first = unit_tiles(qt, tail, piece)
             for j in range(kv_tiles):
                 s = (j0 + j) % stages
                 free_phase = (((j0 + j) // stages) & 1) ^ 1
@@ -1153,9 +1154,9 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
             yield Wait(full_q, n & 1)  # .cu "mbarrier_wait_parity(&full_q, n & 1u, ...)"
             if n == len(units):  # .cu "if (slot < 0) break;": the producer's -1
                 return
-            qt, h, b = units[n]
+            qt, h, b, tail, piece = units[n]
             q0 = qt * bm
-            kv_tiles, kv_first = unit_tiles(qt)
+            kv_tiles, kv_first = unit_tiles(qt, tail, piece)
             qrow = [q0 + r0, q0 + r0 + 8]
             acc_s = np.zeros((128, bn // 2))
             acc_o = np.zeros((128, d // 2))
@@ -1293,12 +1294,20 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                     tma.store(o_s + 2 * (p * bm * WG_PANEL + w * 64 * WG_PANEL), out, writes, 64,
                               (WG_PANEL * p, q0 + 64 * w, h, b))
 
+            # .cu "if (!CAUSAL && MERGE && pieces > 1 && unit >= whole) { tail = (unit - whole) / pieces; piece = ...;
+            # store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, tail, piece, pieces, CONSUMERS, w, t,
+            # last_piece); }"
+            if not causal and tail >= 0 and persistent:
+                if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t, last_piece,
+                                             d)):
+                    yield from epilogue()
+                yield from release(empty_k[sl])  # .cu "stage_done()" whether or not this piece stored
+                yield from release(empty_v[sl])
+                continue
             if not causal and tail >= 0:
-                # .cu "if (!CAUSAL && !PERSISTENT && u.tail >= 0) { store = merge_pieces<D>(acc_o, m, l, split_counter,
-                # split_partial, u.tail, u.piece, pieces, CONSUMERS, w, t, last_piece); }": nothing orders the pieces of
-                # an item, so the warpgroup stops here, before it writes its slot, and the caller resumes it in the order
-                # of finishing
-                def finish(acc_o=acc_o, m=m, l_=l_, epilogue=epilogue):
+                # nothing orders the pieces of an item, so the default build's warpgroup stops here, before it writes its
+                # slot, and the caller resumes it in the order of finishing
+                def finish(acc_o=acc_o, m=m, l_=l_, epilogue=epilogue, tail=tail, piece=piece):
                     if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t,
                                                  last_piece, d)):
                         yield from epilogue()
@@ -1354,7 +1363,8 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     of that many blocks (attention_launch's ``blocks``; at most one a unit): block g takes unit g, then units from
     the counter, in increasing order, as ``takers`` hands them out (None: in turn, g = 0, 1, ..; an int: a seed of
     a random block for each, so that some blocks take many and some none). The blocks run one after another (they
-    share nothing but the outputs). No key split there."""
+    share nothing but the outputs and the key split's workspace); with ``split`` their units are the split grid's, and
+    a piece merges as it finishes (``finish_order`` is the default build's)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1382,11 +1392,18 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     if tail < 0 or pieces < 1:
         raise ValueError(f"split (tail, pieces) must have tail >= 0 and pieces >= 1, got {split}")
     tail, pieces = min(tail, items, SPLIT_FLAGS // consumers), min(pieces, -(-k_len // keys))
+    split_grid = pieces > 1 and tail > 0
+    if split_grid and causal:  # the kernel reads the split only without the mask (.cu "!CAUSAL && pieces > 1")
+        raise ValueError("the key split is for the kernel without the causal mask (key_split gives (0, 1) with it)")
+    counter = np.zeros(FLAG_BYTES // 4, dtype=np.int64)
+    partial = np.full((max(1, tail * pieces * consumers * 128 * (d // 8 + 1)), 4), np.nan)
+    # the kernel's units in index order: .cu decode (causal: causal_item's order; a split grid's whole items, then each
+    # cut item's pieces)
+    if split_grid:
+        ordered = list(split_blocks(items - tail + tail * pieces, items - tail, pieces, q_tiles, heads))
+    else:
+        ordered = [(qt, h, b, -1, 0) for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group)]
     if persistent is not None:
-        if pieces > 1 and tail > 0:  # attention_launch._plan: "a persistent grid is not cut along its keys"
-            raise ValueError("a persistent grid is not cut along its keys")
-        # the kernel's units in index order: .cu decode (causal: causal_item's order)
-        ordered = list(grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group))
         blocks = min(len(ordered), persistent)  # attention_launch: "grid = (min(units, blocks or sm_count), 1, 1)"
         taken = [[g] for g in range(blocks)]  # .cu "unit = own" first, then "gridDim.x + counter_arrive(unit_counter)"
         rng = None if takers is None else np.random.default_rng(takers)
@@ -1394,23 +1411,17 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
             taken[(unit - blocks) % blocks if rng is None else int(rng.integers(blocks))].append(unit)
         for units in taken:
             _wgmma_block(qb, kb, vb, out, lse, writes, [ordered[u] for u in units], group, d, stages, causal,
-                         scale_log2, dtype, tma, order, smem_base, overlap, pingpong, consumers, keys, persistent=True)
-    elif not (pieces > 1 and tail > 0):
-        for qt, h, b in grid_blocks((q_tiles, heads, batch), causal, 4 * k_len * d // group):
-            _wgmma_block(qb, kb, vb, out, lse, writes, [(qt, h, b)], group, d, stages, causal, scale_log2, dtype, tma,
-                         order, smem_base, overlap, pingpong, consumers, keys)
+                         scale_log2, dtype, tma, order, smem_base, overlap, pingpong, consumers, keys, persistent=True,
+                         pieces=pieces if split_grid else 1, workspace=(counter, partial))
     else:
-        if causal:  # the kernel reads the split only without the mask (.cu "} else if (pieces > 1) {")
-            raise ValueError("the key split is for the kernel without the causal mask (key_split gives (0, 1) with it)")
-        counter = np.zeros(FLAG_BYTES // 4, dtype=np.int64)
-        partial = np.full((tail * pieces * consumers * 128 * (d // 8 + 1), 4), np.nan)
         finishes: list = []
-        for qt, h, b, tail_, piece in split_blocks(items - tail + tail * pieces, items - tail, pieces, q_tiles, heads):
-            _wgmma_block(qb, kb, vb, out, lse, writes, [(qt, h, b)], group, d, stages, causal, scale_log2, dtype, tma,
-                         order, smem_base, overlap, pingpong, consumers, keys, split=(tail_, piece, pieces),
+        for unit in ordered:
+            _wgmma_block(qb, kb, vb, out, lse, writes, [unit], group, d, stages, causal, scale_log2, dtype, tma,
+                         order, smem_base, overlap, pingpong, consumers, keys, pieces=pieces if split_grid else 1,
                          workspace=(counter, partial), finishes=finishes)
         for _, _, w, gen, block_tma in _finishing(finishes, finish_order):
             run_agents({w: gen}, (w,), block_tma)
+    if split_grid:
         if np.any(counter):
             raise AssertionError(f"split counters left up at {np.flatnonzero(counter).tolist()}: the next launch on the "
                                  "stream would take the wrong piece for the last")

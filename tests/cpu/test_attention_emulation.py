@@ -392,7 +392,26 @@ def test_wgmma_persistent_emulation_matches_sdpa(case):
     check(out, lse, q, k, v, causal, None, dtype)
 
 
-def test_wgmma_persistent_grid_is_never_cut_along_its_keys():
-    q, k, v = inputs(1, 1, 1, 70, 300, 64, "float16", seed=5)
-    with pytest.raises(ValueError, match="persistent grid is not cut"):
-        emu.emulate_wgmma(q, k, v, False, split=(1, 2), persistent=1)
+# The persistent build on a key-split grid: (batch, heads, kv_heads, q_len, k_len, head_dim, stages, dtype, blocks,
+# takers, split (items, pieces), TMA landing policy, scheduling priority). Blocks take pieces after whole items and
+# pieces after pieces (one block all of an item's: case 3), ranges of unequal length (8 tiles in 3 pieces).
+PERSISTENT_SPLIT_CASES = [
+    (1, 2, 1, 130, 700, 64, 2, "float16", 2, None, (2, 3), "eager", ("producer", 0, 1)),
+    (1, 2, 2, 200, 600, 128, 1, "bfloat16", 3, 7, (1, 4), "late", (1, 0, "producer")),
+    (2, 1, 1, 64, 500, 64, 2, "bfloat16", 1, None, (2, 2), "lifo", (0, "producer", 1, 2)),
+    (1, 3, 1, 100, 900, 64, 3, "float16", 2, 4, (2, 3), "eager", ("producer", 2, 1, 0)),
+]
+
+
+@pytest.mark.parametrize("case", PERSISTENT_SPLIT_CASES, ids=lambda c: f"b{c[0]}h{c[1]}-q{c[3]}-k{c[4]}-d{c[5]}-"
+                         f"s{c[6]}-blocks{c[8]}-split{c[10][0]}x{c[10][1]}-{c[11]}")
+def test_wgmma_persistent_blocks_take_key_split_pieces(case):
+    """A persistent block that takes a piece writes its partial, arrives on the item's counter and, the last to
+    arrive, merges there and then (the run on code of the default build's merge, inside the unit loop's second
+    instance); a piece that does not store still hands its held stage back, or the ring stalls; the counters end
+    down. Each piece's key range: the equal split of the kernel's decode, the first all % pieces one tile longer."""
+    b, h, hk, lq, lk, d, stages, dtype, blocks, takers, split, tma, order = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 3)
+    out, lse = emu.emulate_wgmma(q, k, v, False, None, stages, dtype=dtype, tma=tma, order=order, overlap=True,
+                                 pingpong=d == 64, split=split, persistent=blocks, takers=takers)
+    check(out, lse, q, k, v, False, None, dtype)

@@ -334,7 +334,8 @@ def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, caus
     """The wgmma kernel's persistent build (ASYNCCOPY_ATTN_PERSISTENT) on grids of fewer blocks than units, so each
     block runs several: the ring of K / V stages runs on across units, Q's buffer is handed back after a unit's last
     Q K^T and reloaded under its end, O is staged in the unit's last stage, the next unit is taken from a counter the
-    last block lowers again. Twice in a row on one stream, against float64, lse included; a key split is refused."""
+    last block lowers again; without the mask, with the last items cut along their keys too (pieces taken after the
+    whole items, merged by the last to finish). Twice in a row on one stream, against float64, lse included."""
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
@@ -348,11 +349,12 @@ def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, caus
     cfg = att.configure(p, facts, kernel="wgmma", causal=causal, stages=stages)
     cfg = cfg.with_defines(VARIANTS["wgmma"]["persistent"] + extra)
     assert cfg.persistent
-    to = _launch_twice(torch, cfg, p, (q, k, v), (tq, tk, tv), causal, scale, stream, facts,
-                       f"persistent {shape} causal={causal} blocks={blocks} {layout} seed={seed}", blocks=blocks)
-    if not causal:
-        with pytest.raises(att.ArgumentError, match="persistent grid is not cut along its keys"):
-            att.launch(cfg, p, tq, tk, tv, to, 0, scale, stream=stream, facts=facts, split=(1, 2), blocks=blocks)
+    what = f"persistent {shape} causal={causal} blocks={blocks} {layout} seed={seed}"
+    _launch_twice(torch, cfg, p, (q, k, v), (tq, tk, tv), causal, scale, stream, facts, what, blocks=blocks)
+    if not causal:  # the last items cut along their keys: blocks take pieces after whole items, and the last merges
+        for split in ((2, 3), (5, 2)):
+            _launch_twice(torch, cfg, p, (q, k, v), (tq, tk, tv), causal, scale, stream, facts, f"{what} split {split}",
+                          blocks=blocks, split=split)
 
 
 @pytest.mark.cc(9, 0)
