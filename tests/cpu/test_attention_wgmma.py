@@ -140,13 +140,32 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
         replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 1))).compile("sm_90a")
 
 
-@pytest.mark.parametrize("d, stages", [(64, 3), (128, 2)])
+def _innermost_hgmma_loops(sass: str) -> list[list[str]]:
+    """The instructions of each innermost loop of ``sass`` that issues HGMMA (a backward branch's range holding one
+    and no EXIT, no smaller such range inside it): a kernel's key-tile loops."""
+    code = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)]
+    loops = []
+    for at, op in code:
+        jump = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)*\s+0x([0-9a-f]+)", op)
+        if jump and int(jump.group(1), 16) < at:
+            body = [o for a, o in code if int(jump.group(1), 16) <= a <= at]
+            # (a wait's retry placed after the kernel's EXIT jumps back into the code: not a loop of it)
+            if any(o.startswith("HGMMA") for o in body) and not any(o.startswith("EXIT") for o in body):
+                loops.append((int(jump.group(1), 16), at, body))
+    return [body for lo, hi, body in loops if not any(lo <= lo2 and hi2 <= hi and (lo2, hi2) != (lo, hi)
+                                                      for lo2, hi2, _ in loops)]
+
+
+@pytest.mark.parametrize("d, stages", [(64, 2), (64, 3), (128, 2)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_persistent_build_compiles_without_local_memory(d, stages, causal):
+def test_the_persistent_build_keeps_its_key_loops_in_registers(d, stages, causal):
     """ASYNCCOPY_ATTN_PERSISTENT: the unit loop, Q's hand-back barrier and O staged in the last K / V stage keep the
-    consumers in their registers (no stack: with the key split's merge inside the unit loop the consumers spilled the
-    unit's fields); a traced build is never persistent (the trace follows one item a block), a grid cap is refused
-    where the build is not persistent, and a persistent grid is never cut along its keys."""
+    consumers' key-tile loops in registers: no local memory there, and (causal, where no piece is merged) no stack at
+    all. Without the mask the pieces of a key split run through a second instance of the unit body (merge_pieces
+    inside the loop of whole items cost it its uniform registers and spilled the unit's fields), whose epilogue may
+    keep a few words on the stack. A traced build is never persistent (the trace follows one item a block), a grid cap
+    is refused where the build is not persistent, and a persistent grid without the mask is cut along its keys where
+    the default one is."""
     from dataclasses import replace
 
     from asynccopy.attention_kernels import VARIANTS
@@ -154,13 +173,19 @@ def test_the_persistent_build_compiles_without_local_memory(d, stages, causal):
     base = AttentionConfig("wgmma", "bfloat16", d, stages, causal)
     cfg = replace(base, defines=VARIANTS["wgmma"]["persistent"])
     assert cfg.persistent and not base.persistent and not replace(cfg, trace=True).persistent
-    usage = build.disassemble(cfg.compile("sm_90a").cubin, what="--dump-resource-usage")
-    assert re.search(r"STACK:0\b", usage) and re.search(r"LOCAL:0\b", usage), usage
+    module = cfg.compile("sm_90a")
+    loops = _innermost_hgmma_loops(module.sass())
+    assert loops  # the key-tile loop of each instance of the unit body
+    for body in loops:
+        assert not [op for op in body if re.match(r"(?:@!?U?P\w+\s+)?(LDL|STL)", op)], "local memory in a key loop"
+        assert not [op for op in body if "CALL" in op], "a call in a key loop"
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and (not causal or re.search(r"STACK:0\b", usage)), usage
     p = att.Problem(1, 4, 4, 1000, 1000, d, "bfloat16")
     with pytest.raises(ArgumentError, match="blocks=3: a persistent configuration's cap"):
         att.launch(base, p, None, None, None, None, 0, 0.125, stream=None, facts=H200, blocks=3)
-    assert attention_launch.key_split(cfg, 1000, 8000, 4, 1, 132) == (0, 1)
-    assert causal or attention_launch.key_split(base, 1000, 8000, 4, 1, 132) != (0, 1)  # where the default build cuts
+    split = attention_launch.key_split(cfg, 1000, 8000, 4, 1, 132)
+    assert split == attention_launch.key_split(base, 1000, 8000, 4, 1, 132) and (split == (0, 1)) == causal
 
 
 def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():
