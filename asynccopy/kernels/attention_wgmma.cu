@@ -114,12 +114,6 @@ constexpr int TURN_BARRIER = 4;
 constexpr int ALL_CONSUMERS_BARRIER = 7;
 #define NEG_INF __int_as_float(0xff800000u)
 
-// A compile-time bool as a value, for a generic lambda to be instantiated on.
-template <bool B>
-struct Flag {
-    static constexpr bool value = B;
-};
-
 // Two floats rounded to T and packed into one 32-bit register, the first in the low half.
 template <class T>
 __device__ __forceinline__ unsigned pack2(float lo, float hi);
@@ -525,231 +519,228 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
         if (lane == 0) ac::mbarrier_arrive(bar);  // one arrival per warp: the producer may refill
     };
     unsigned long long j0 = 0;  // the block's key tiles before this unit (the producer's count)
-    // One unit, from its Q's arrival to its stores. MERGE (a Flag): the unit may be a piece of a
-    // key-split item (merge_pieces after its tiles). A PERSISTENT block runs its whole items through the instance
-    // without it and its pieces (the grid's last units) through the other: merge_pieces inside the loop of whole
-    // items cost that loop its uniform registers (descriptors rebuilt in per-thread ones, R2UR 35 -> 85 at head
-    // dim 64) and a stack frame, by SASS.
-    auto run_unit = [&](unsigned unit, auto merge_c) {
-        constexpr bool MERGE = decltype(merge_c)::value;
-        Unit u = decode(unit);
-        if constexpr (PERSISTENT) {
-            // The same in every lane, but read from shared memory, so not known to be by the compiler, which then
-            // keeps everything derived from the unit (key tiles, stages, addresses, wgmma descriptors) in per-thread
-            // registers. A warp reduction's result is a uniform register: through it they stay on the uniform
-            // datapath, as the default build's (from blockIdx) do.
-            u.qt = __reduce_max_sync(0xffffffffu, u.qt);
-            u.h = __reduce_max_sync(0xffffffffu, u.h);
-            u.b = __reduce_max_sync(0xffffffffu, u.b);
-            u.kv_first = __reduce_max_sync(0xffffffffu, u.kv_first);
-            u.kv_tiles = __reduce_max_sync(0xffffffffu, u.kv_tiles);
-        }
-        const int q0 = u.qt * BM, kv_first = u.kv_first, kv_tiles = u.kv_tiles;
-        const int qrow[2] = {q0 + r0, q0 + r0 + 8};
-        float acc_s[BN / 2];
-        float acc_o[D / 2];
+    // The unit loop, in two instances (the outer loop is unrolled, so `merge` is known in each): the first without
+    // merge_pieces, the second with it. A PERSISTENT block without the mask runs its whole items through the first
+    // and leaves it at the first piece of a key-split item (the grid's last units) for the second, which waits again
+    // on the phase of full_q it left at (complete: it returns at once) and takes the same unit. merge_pieces inside
+    // the loop of whole items cost that loop its uniform registers (descriptors rebuilt in per-thread ones, R2UR
+    // 35 -> 85 at head dim 64) and spilled into the key loop, by SASS. Other builds run one instance (merging where
+    // a piece may come).
+    constexpr int INSTANCES = PERSISTENT && !CAUSAL ? 2 : 1;
+    unsigned n = 0;  // the units this block has taken before
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
-        float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
-        unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
-        auto stage = [&](int j) { return ac::stage_of<STAGES>(j0 + j); };
-        auto phase = [&](int j) { return ac::phase_of<STAGES>(j0 + j); };
-        auto k_tile = [&](int j) { return smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; };
-        auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
-        // S of tile j is done: its K goes back to the producer, except (PERSISTENT) the unit's last, whose stage
-        // stages O (below); after the unit's last S, Q's buffer goes back for the next unit's Q
-        auto k_done = [&](int j) {
-            if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]);
-            if (PERSISTENT && j == kv_tiles - 1) release(&empty_q);
-        };
-        float rescale[2];
-        // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
-        // one, minima for a negative one); the branch is uniform
-        auto softmax = [&](int j) {  // j: the block's own count of its key tiles
-            if (scale_log2 > 0.0f)
-                softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
-            else
-                softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len, q0 + 64 * w, qrow);
-        };
-        if constexpr (!OVERLAP) {
-            for (int j = 0; j < kv_tiles; ++j) {
-                const int s = stage(j);
-                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::accumulator_fence(acc_s);
-                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_s);
-                k_done(j);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
-                ac::accumulator_fence(acc_o);
-                rescale_o<D>(acc_o, rescale);
-                pack_p<T, BN>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
-                ac::mbarrier_wait_parity(&full_v[s], phase(j), {"attention_wgmma", "full_v", s});
-                AT_CONSUMER(j, V_READY);
-                ac::accumulator_fence(acc_o);
-                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
-                ac::wgmma_wait<0>();
-                ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j, PV_DONE);
-                if (!PERSISTENT || j != kv_tiles - 1) release(&empty_v[s]);
+    for (int instance = 0; instance < INSTANCES; ++instance) {
+        const bool merge = !CAUSAL && (!PERSISTENT || instance == 1);
+        for (; PERSISTENT || n == 0; ++n) {
+            ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
+            unsigned unit = own;
+            if constexpr (PERSISTENT) {
+                const int slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see below
+                if (slot < 0) break;
+                if (INSTANCES == 2 && !merge && pieces > 1 && static_cast<unsigned>(slot) >= whole) break;
+                unit = static_cast<unsigned>(slot);
             }
-        } else {
-            // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
-            // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
-            // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
-            // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
-            // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
-            // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
-            // as many bar.arrive.
-            const int turns = kv_tiles + 1;
-            int turn = 0;
-            auto my_turn = [&] {
-                if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+            Unit u = decode(unit);
+            if constexpr (PERSISTENT) {
+                // The same in every lane, but read from shared memory, so not known to be by the compiler, which
+                // then keeps everything derived from the unit (key tiles, stages, addresses, wgmma descriptors) in
+                // per-thread registers. A warp reduction's result is a uniform register: through it they stay on the
+                // uniform datapath, as the default build's (from blockIdx) do.
+                u.qt = __reduce_max_sync(0xffffffffu, u.qt);
+                u.h = __reduce_max_sync(0xffffffffu, u.h);
+                u.b = __reduce_max_sync(0xffffffffu, u.b);
+                u.kv_first = __reduce_max_sync(0xffffffffu, u.kv_first);
+                u.kv_tiles = __reduce_max_sync(0xffffffffu, u.kv_tiles);
+            }
+            const int q0 = u.qt * BM, kv_first = u.kv_first, kv_tiles = u.kv_tiles;
+            const int qrow[2] = {q0 + r0, q0 + r0 + 8};
+            float acc_s[BN / 2];
+            float acc_o[D / 2];
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+            float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};  // running max (scaled, log2 units) and sum
+            unsigned pa[BN / 16][4];                                // P as the A operand, per k16 step of keys
+            auto stage = [&](int j) { return ac::stage_of<STAGES>(j0 + j); };
+            auto phase = [&](int j) { return ac::phase_of<STAGES>(j0 + j); };
+            auto k_tile = [&](int j) { return smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; };
+            auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
+            // S of tile j is done: its K goes back to the producer, except (PERSISTENT) the unit's last, whose stage
+            // stages O (below); after the unit's last S, Q's buffer goes back for the next unit's Q
+            auto k_done = [&](int j) {
+                if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]);
+                if (PERSISTENT && j == kv_tiles - 1) release(&empty_q);
             };
-            auto pass_turn = [&] {
-                if constexpr (PINGPONG) {
-                    if (w != CONSUMERS - 1 || ++turn < turns)
-                        ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+            float rescale[2];
+            // the softmax for each sign of the scale (the row maxima of the raw scores are maxima for a positive
+            // one, minima for a negative one); the branch is uniform
+            auto softmax = [&](int j) {  // j: the block's own count of its key tiles
+                if (scale_log2 > 0.0f)
+                    softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
+                                                   q0 + 64 * w, qrow);
+                else
+                    softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
+                                                    q0 + 64 * w, qrow);
+            };
+            if constexpr (!OVERLAP) {
+                for (int j = 0; j < kv_tiles; ++j) {
+                    const int s = stage(j);
+                    ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
+                    AT_CONSUMER(j, K_READY);
+                    ac::accumulator_fence(acc_s);
+                    issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
+                    ac::wgmma_wait<0>();
+                    ac::accumulator_fence(acc_s);
+                    k_done(j);
+                    AT_CONSUMER(j, S_DONE);
+                    softmax(j);
+                    ac::accumulator_fence(acc_o);
+                    rescale_o<D>(acc_o, rescale);
+                    pack_p<T, BN>(pa, acc_s);
+                    AT_CONSUMER(j, SOFTMAX_DONE);
+                    ac::mbarrier_wait_parity(&full_v[s], phase(j), {"attention_wgmma", "full_v", s});
+                    AT_CONSUMER(j, V_READY);
+                    ac::accumulator_fence(acc_o);
+                    issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j));
+                    ac::wgmma_wait<0>();
+                    ac::accumulator_fence(acc_o);
+                    AT_CONSUMER(j, PV_DONE);
+                    if (!PERSISTENT || j != kv_tiles - 1) release(&empty_v[s]);
                 }
-            };
-            if constexpr (PINGPONG) {
-                if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-            }
-            ac::mbarrier_wait_parity(&full_k[stage(0)], phase(0), {"attention_wgmma", "full_k", stage(0)});
-            AT_CONSUMER(0, K_READY);
-            ac::accumulator_fence(acc_s);
-            my_turn();
-            issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
-            pass_turn();
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_s);
-            k_done(0);
-            AT_CONSUMER(0, S_DONE);
-            softmax(0);  // O is still zero: its rescale (0) is harmless
-            pack_p<T, BN>(pa, acc_s);
-            AT_CONSUMER(0, SOFTMAX_DONE);
-            for (int j = 1; j < kv_tiles; ++j) {
-                const int s = stage(j), sp = stage(j - 1);
-                ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
-                AT_CONSUMER(j, K_READY);
-                ac::mbarrier_wait_parity(&full_v[sp], phase(j - 1), {"attention_wgmma", "full_v", sp});
-                AT_CONSUMER(j - 1, V_READY);
+            } else {
+                // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
+                // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
+                // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
+                // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
+                // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
+                // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
+                // as many bar.arrive.
+                const int turns = kv_tiles + 1;
+                int turn = 0;
+                auto my_turn = [&] {
+                    if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
+                };
+                auto pass_turn = [&] {
+                    if constexpr (PINGPONG) {
+                        if (w != CONSUMERS - 1 || ++turn < turns)
+                            ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+                    }
+                };
+                if constexpr (PINGPONG) {
+                    if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+                }
+                ac::mbarrier_wait_parity(&full_k[stage(0)], phase(0), {"attention_wgmma", "full_k", stage(0)});
+                AT_CONSUMER(0, K_READY);
                 ac::accumulator_fence(acc_s);
+                my_turn();
+                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(0));
+                pass_turn();
+                ac::wgmma_wait<0>();
+                ac::accumulator_fence(acc_s);
+                k_done(0);
+                AT_CONSUMER(0, S_DONE);
+                softmax(0);  // O is still zero: its rescale (0) is harmless
+                pack_p<T, BN>(pa, acc_s);
+                AT_CONSUMER(0, SOFTMAX_DONE);
+                for (int j = 1; j < kv_tiles; ++j) {
+                    const int s = stage(j), sp = stage(j - 1);
+                    ac::mbarrier_wait_parity(&full_k[s], phase(j), {"attention_wgmma", "full_k", s});
+                    AT_CONSUMER(j, K_READY);
+                    ac::mbarrier_wait_parity(&full_v[sp], phase(j - 1), {"attention_wgmma", "full_v", sp});
+                    AT_CONSUMER(j - 1, V_READY);
+                    ac::accumulator_fence(acc_s);
+                    ac::accumulator_fence(acc_o);
+                    my_turn();
+                    issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
+                    rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
+                    issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
+                    pass_turn();
+                    ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
+                    ac::accumulator_fence(acc_s);
+                    k_done(j);
+                    AT_CONSUMER(j, S_DONE);
+                    softmax(j);
+                    ac::wgmma_wait<0>();
+                    ac::accumulator_fence(acc_o);
+                    AT_CONSUMER(j - 1, PV_DONE);
+                    release(&empty_v[sp]);
+                    pack_p<T, BN>(pa, acc_s);
+                    AT_CONSUMER(j, SOFTMAX_DONE);
+                }
+                const int last = kv_tiles - 1, sl = stage(last);
+                ac::mbarrier_wait_parity(&full_v[sl], phase(last), {"attention_wgmma", "full_v", sl});
+                AT_CONSUMER(last, V_READY);
                 ac::accumulator_fence(acc_o);
                 my_turn();
-                issue_qk<Tag, D, BM, BN>(acc_s, q_w, k_tile(j));
-                rescale_o<D>(acc_o, rescale);  // tile j - 1's factor, before its P V adds in
-                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(j - 1));
+                rescale_o<D>(acc_o, rescale);
+                issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
                 pass_turn();
-                ac::wgmma_wait<1>();  // Q K^T of tile j is done; P V of tile j - 1 may still run
-                ac::accumulator_fence(acc_s);
-                k_done(j);
-                AT_CONSUMER(j, S_DONE);
-                softmax(j);
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc_o);
-                AT_CONSUMER(j - 1, PV_DONE);
-                release(&empty_v[sp]);
-                pack_p<T, BN>(pa, acc_s);
-                AT_CONSUMER(j, SOFTMAX_DONE);
+                AT_CONSUMER(last, PV_DONE);
+                if (!PERSISTENT) release(&empty_v[sl]);
             }
-            const int last = kv_tiles - 1, sl = stage(last);
-            ac::mbarrier_wait_parity(&full_v[sl], phase(last), {"attention_wgmma", "full_v", sl});
-            AT_CONSUMER(last, V_READY);
-            ac::accumulator_fence(acc_o);
-            my_turn();
-            rescale_o<D>(acc_o, rescale);
-            issue_pv<Tag, D, BN>(acc_o, pa, v_tile(last));
-            pass_turn();
-            ac::wgmma_wait<0>();
-            ac::accumulator_fence(acc_o);
-            AT_CONSUMER(last, PV_DONE);
-            if (!PERSISTENT) release(&empty_v[sl]);
-        }
 
-        // O is staged for its TMA stores in Q's buffer, or (PERSISTENT: Q's buffer already holds the next unit's Q)
-        // in the unit's last K / V stage, once every consumer warpgroup's last products have read it; that stage
-        // goes back to the producer when the stores have read O
-        const int sl = stage(kv_tiles - 1);
-        unsigned short* o_s = q_s;
-        if constexpr (PERSISTENT) {
-            ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
-            o_s = k_tile(kv_tiles - 1);
-        }
-        auto stage_done = [&] {
+            // O is staged for its TMA stores in Q's buffer, or (PERSISTENT: Q's buffer already holds the next unit's Q)
+            // in the unit's last K / V stage, once every consumer warpgroup's last products have read it; that stage
+            // goes back to the producer when the stores have read O
+            const int sl = stage(kv_tiles - 1);
+            unsigned short* o_s = q_s;
             if constexpr (PERSISTENT) {
-                release(&empty_k[sl]);
-                release(&empty_v[sl]);
+                ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
+                o_s = k_tile(kv_tiles - 1);
             }
-        };
-        j0 += kv_tiles;
-        // a piece of a key-split item: the last to finish stores the merged rows
-        bool store = true;
-        if (!CAUSAL && MERGE && pieces > 1 && unit >= whole) {
-            // the piece's place from its unit again, rather than kept live through the unit's key tiles
-            const unsigned tail = (unit - whole) / static_cast<unsigned>(pieces);
-            const int piece = static_cast<int>(unit - whole - tail * static_cast<unsigned>(pieces));
-            __shared__ int last_piece[CONSUMERS];
-            store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, static_cast<int>(tail), piece, pieces, CONSUMERS, w, t,
-                                    last_piece);
-        }
-        if (store) {
-            // lse (natural log) of the rows this quad holds, by its first thread
-            if (lse != nullptr && lane % 4 == 0) {
-                float* out_lse = lse + (static_cast<long long>(u.b) * heads + u.h) * q_len;
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-                    if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
-            }
-            // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes],
-            // 128B-swizzled as the map's boxes), then one TMA store per panel
-            const float inv[2] = {l[0] > 0.0f ? ac::rcp_ftz(l[0]) : 0.0f, l[1] > 0.0f ? ac::rcp_ftz(l[1]) : 0.0f};
-#pragma unroll
-            for (int i = 0; i < D / 2; i += 2) {
-                const int r = (i >> 1) & 1;
-                const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
-                const int col = 8 * (i >> 2) + 2 * (lane % 4);
-                const int p = col / PANEL, byte = 2 * (col % PANEL);
-                unsigned char* panel = reinterpret_cast<unsigned char*>(o_s + p * BM * PANEL + w * 64 * PANEL);
-                unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
-                *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
-            }
-            ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
-            ac::named_barrier_sync(1 + w, 128);
-            if (t == 0) {
-#pragma unroll
-                for (int p = 0; p < PANELS; ++p) {
-                    const int at[4] = {PANEL * p, q0 + 64 * w, u.h, u.b};
-                    ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
+            auto stage_done = [&] {
+                if constexpr (PERSISTENT) {
+                    release(&empty_k[sl]);
+                    release(&empty_v[sl]);
                 }
-                ac::bulk_commit_group();
-                ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+            };
+            j0 += kv_tiles;
+            // a piece of a key-split item: the last to finish stores the merged rows
+            bool store = true;
+            if (merge && pieces > 1 && unit >= whole) {
+                // the piece's place from its unit again, rather than kept live through the unit's key tiles
+                const unsigned tail = (unit - whole) / static_cast<unsigned>(pieces);
+                const int piece = static_cast<int>(unit - whole - tail * static_cast<unsigned>(pieces));
+                __shared__ int last_piece[CONSUMERS];
+                store = merge_pieces<D>(acc_o, m, l, split_counter, split_partial, static_cast<int>(tail), piece,
+                                        pieces, CONSUMERS, w, t, last_piece);
             }
-            if constexpr (PERSISTENT) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
-        }
-        stage_done();  // PERSISTENT: the unit's last stage may be refilled
-    };
-    // the whole items (PERSISTENT: until the first piece of a key-split item, which ends the loop with `slot` held)
-    int slot = -1;
-    unsigned n = 0;  // the units this block has taken before
-    for (; PERSISTENT || n == 0; ++n) {
-        ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
-        unsigned unit = own;
-        if constexpr (PERSISTENT) {
-            slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see run_unit
-            if (slot < 0 || (!CAUSAL && pieces > 1 && static_cast<unsigned>(slot) >= whole)) break;
-            unit = static_cast<unsigned>(slot);
-        }
-        run_unit(unit, Flag<!PERSISTENT && !CAUSAL>{});
-    }
-    if constexpr (PERSISTENT && !CAUSAL) {  // the pieces, each merged by the last to finish
-        while (slot >= 0) {
-            run_unit(static_cast<unsigned>(slot), Flag<true>{});
-            ac::mbarrier_wait_parity(&full_q, ++n & 1u, {"attention_wgmma", "full_q", 0});
-            slot = __reduce_max_sync(0xffffffffu, unit_slot);
+            if (store) {
+                // lse (natural log) of the rows this quad holds, by its first thread
+                if (lse != nullptr && lane % 4 == 0) {
+                    float* out_lse = lse + (static_cast<long long>(u.b) * heads + u.h) * q_len;
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+                        if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
+                }
+                // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes],
+                // 128B-swizzled as the map's boxes), then one TMA store per panel
+                const float inv[2] = {l[0] > 0.0f ? ac::rcp_ftz(l[0]) : 0.0f, l[1] > 0.0f ? ac::rcp_ftz(l[1]) : 0.0f};
+#pragma unroll
+                for (int i = 0; i < D / 2; i += 2) {
+                    const int r = (i >> 1) & 1;
+                    const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the warpgroup's 64 rows
+                    const int col = 8 * (i >> 2) + 2 * (lane % 4);
+                    const int p = col / PANEL, byte = 2 * (col % PANEL);
+                    unsigned char* panel = reinterpret_cast<unsigned char*>(o_s + p * BM * PANEL + w * 64 * PANEL);
+                    unsigned char* at = panel + row * 128 + ac::swizzle_128b(row, byte);
+                    *reinterpret_cast<unsigned*>(at) = pack2<T>(acc_o[i] * inv[r], acc_o[i + 1] * inv[r]);
+                }
+                ac::fence_proxy_async_shared();  // these generic-proxy writes before the TMA engine reads them
+                ac::named_barrier_sync(1 + w, 128);
+                if (t == 0) {
+#pragma unroll
+                    for (int p = 0; p < PANELS; ++p) {
+                        const int at[4] = {PANEL * p, q0 + 64 * w, u.h, u.b};
+                        ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
+                    }
+                    ac::bulk_commit_group();
+                    ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+                }
+                if constexpr (PERSISTENT) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
+            }
+            stage_done();  // PERSISTENT: the unit's last stage may be refilled
         }
     }
     AT_MARK(2, w == 0 && t == 0);
