@@ -90,12 +90,12 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 #ifndef ASYNCCOPY_ATTN_PREFETCH_MAPS
 #define ASYNCCOPY_ATTN_PREFETCH_MAPS 0
 #endif
-//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's items (never
-//   cut along the keys: pieces must be 1) one after another: its own first, then the next not yet taken (unit_counter:
-//   two ints of the stream's workspace, which the last block lowers again). The producer loads the next unit's
-//   Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and its K / V
-//   tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous unit's
-//   last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer.
+//   ASYNCCOPY_ATTN_PERSISTENT: 1, a grid of at most one block an SM, each block taking the grid's units (whole
+//   items, then without the mask the key split's pieces) one after another: its own first, then the next not yet
+//   taken (unit_counter: two ints of the stream's workspace, which the last block lowers again). The producer loads
+//   the next unit's Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and
+//   its K / V tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous
+//   unit's last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer.
 //   0 (default): a block an item. Traced builds are not persistent (the trace follows one item a block); the
 //   launch reads the knob too (AttentionConfig.persistent: the grid).
 #ifndef ASYNCCOPY_ATTN_PERSISTENT
