@@ -57,9 +57,10 @@ class AttentionKernel:
     # (head_dim, tiles): where the kernel's default build has no ping-pong of its consumer warpgroups, the launch
     # turns it on for problems whose items read at most this many key tiles on average (attention_schedule.with_turns)
     pingpong_tiles: tuple[tuple[int, int], ...] = ()
-    # (TMA kernels) the launch builds causal problems persistent (PERSISTENT_KNOB: one block an SM taking item after
-    # item, the next item's Q and first K loading under the last one's end; attention_schedule.with_persistence)
-    persistent_causal: bool = False
+    # (TMA kernels) the masks (causal True / False) whose problems the launch builds persistent (PERSISTENT_KNOB: one
+    # block an SM taking item after item, the next item's Q and first K loading under the last one's end;
+    # attention_schedule.with_persistence)
+    persistent_masks: tuple[bool, ...] = ()
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -130,8 +131,9 @@ KERNELS: dict[str, AttentionKernel] = {
                         # causal, default -> persistent (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one run):
                         # 1024 x 64 214 -> 236, 2048 x 128 428 -> 466, 8192 x 64 451 -> 456; an earlier build of it
                         # (a bench run): 2048 x 64 311 -> 327, 4096 x 128 556 -> 574, 8192 x 128 603 -> 622. Without
-                        # the mask it gave -4% to +4% (8192 x 128 673 -> 647: it takes no key split): not there
-                        persistent_causal=True),
+                        # the mask it gave -4% to +4% (8192 x 128 673 -> 647) while it took no key split; with the
+                        # split (its pieces after the whole items): see docs/design.md 11b
+                        persistent_masks=(True, False)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",

@@ -116,11 +116,12 @@ def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: i
 
 
 def with_persistence(cfg: AttentionConfig) -> AttentionConfig:
-    """``cfg`` built persistent where its record says so for its mask (AttentionKernel.persistent_causal) and the
-    build does not already say: a causal grid's items are unequal and many are short, so each item's start (Q's and
-    the first K's loads, about a key tile's time) is a large share of it, and a persistent block loads the next
-    item's under the last one's end; the dynamic order keeps the longest-first balance."""
-    if not (cfg.record.persistent_causal and cfg.causal) or PERSISTENT_KNOB in dict(cfg.defines):
+    """``cfg`` built persistent where its record says so for its mask (AttentionKernel.persistent_masks) and the
+    build does not already say: each item's start (Q's and the first K's loads, about a key tile's time) is a large
+    share of a short item (a causal grid's many, or short sequences), and a persistent block loads the next item's
+    under the last one's end; the dynamic order keeps a causal grid's longest-first balance, and a key split's pieces
+    come after the whole items."""
+    if bool(cfg.causal) not in cfg.record.persistent_masks or PERSISTENT_KNOB in dict(cfg.defines):
         return cfg
     return cfg.with_defines(((PERSISTENT_KNOB, 1),))
 

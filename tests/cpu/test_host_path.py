@@ -14,7 +14,7 @@ import cuda.core
 import pytest
 
 import asynccopy
-from asynccopy import arrays, attention_launch, build, device, gemm_launch, matmul, memo
+from asynccopy import arrays, attention_launch, build, device, gemm_launch, matmul, memo, workspace
 
 H100 = replace(device.lookup("H100-SXM"), device_id=0)
 A, B, C = 1 << 32, 1 << 33, 1 << 34  # addresses: 16-byte aligned, on 128-byte lines
@@ -133,6 +133,8 @@ def host(monkeypatch, tmp_path):
         monkeypatch.setattr(module, "_plans", memo.Memo())
     monkeypatch.setattr(matmul, "_configs", memo.Memo())
     monkeypatch.setattr(arrays, "_streams", {})
+    # the stream's workspace (the persistent grid's unit counter, the key split's partials): two addresses
+    monkeypatch.setattr(workspace, "stream_k", lambda device_id, stream, partial_bytes: (1 << 35, (1 << 35) + 4096))
     monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path))  # no tuning record of this machine's
     monkeypatch.delenv("ASYNCCOPY_HANG_TIMEOUT_MS", raising=False)
     return seen
