@@ -535,7 +535,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             ac::mbarrier_wait_parity(&full_q, n & 1u, {"attention_wgmma", "full_q", 0});
             unsigned unit = own;
             if constexpr (PERSISTENT) {
-                const int slot = __reduce_max_sync(0xffffffffu, unit_slot);  // uniform: see below
+                // lane 0 alone reads the slot: it is the lane whose arrival on empty_q (a release) hands the slot
+                // back to the producer, so no other lane's read is left unordered with the producer's next write
+                // (racecheck: a WAR hazard per warp otherwise); the warp's maximum is uniform (see below)
+                int mine = -2147483647 - 1;  // INT_MIN
+                if (lane == 0) mine = *static_cast<volatile int*>(&unit_slot);  // volatile: not read by the rest
+                const int slot = __reduce_max_sync(0xffffffffu, mine);
                 if (slot < 0) break;
                 if (INSTANCES == 2 && !merge && pieces > 1 && static_cast<unsigned>(slot) >= whole) break;
                 unit = static_cast<unsigned>(slot);
