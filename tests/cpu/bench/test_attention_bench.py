@@ -313,7 +313,7 @@ def test_variants_run_beside_their_kernels_default_build():
     p = Problem(4, 16, 16, 8192, 8192, 64, "bfloat16")  # long enough for the kernel's own consumer count
     configs, _ = ab.configs_for(p, True, ["wgmma", "mma"], (1, 2), facts, ("serial", "pingpong"))
     labels = [(label, cfg.stages, cfg.defines) for label, cfg in configs]
-    own = (("ASYNCCOPY_ATTN_PERSISTENT", 1),)  # the causal default build's knob (with_persistence)
+    own = (("ASYNCCOPY_ATTN_PERSISTENT", 1),)  # the default build's knob, causal or not (with_persistence)
     assert ("wgmma", 1, own) in labels and ("wgmma", 2, own) in labels
     for st in (1, 2):  # K and V on their own barriers: every variant runs from one stage up
         assert ("wgmma+serial", st, own + VARIANTS["wgmma"]["serial"]) in labels
