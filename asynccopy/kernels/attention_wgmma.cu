@@ -704,7 +704,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             // a piece of a key-split item: the last to finish stores the merged rows
             bool store = true;
             if (merge && pieces > 1 && unit >= whole) {
-                // the piece's place from its unit again, rather than kept live through the unit's key tiles
+                // the piece's place from its unit again: kept live through the key tiles instead (u.tail, u.piece),
+                // they spilled, an LDL in the pieces' key loop at head dim 64 (SASS)
                 const unsigned tail = (unit - whole) / static_cast<unsigned>(pieces);
                 const int piece = static_cast<int>(unit - whole - tail * static_cast<unsigned>(pieces));
                 __shared__ int last_piece[CONSUMERS];
