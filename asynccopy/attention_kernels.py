@@ -61,6 +61,9 @@ class AttentionKernel:
     # block an SM taking item after item, the next item's Q and first K loading under the last one's end;
     # attention_schedule.with_persistence)
     persistent_masks: tuple[bool, ...] = ()
+    # (TMA kernels) a persistent build stages O in a buffer of its own where that fits beside its stages
+    # (O_BUFFER_KNOB; attention_schedule.with_persistence)
+    o_buffer: bool = False
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -156,6 +159,7 @@ CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpg
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
+O_BUFFER_KNOB = "ASYNCCOPY_ATTN_O_BUFFER"  # (persistent) O staged in a buffer of its own (shared memory follows it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
@@ -164,6 +168,8 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a block an SM taking unit after unit, the next unit's Q and K loading under the last one's end
               "persistent": ((PERSISTENT_KNOB, 1),),
+              # the same with O staged in a buffer of its own: a warpgroup's epilogue waits for no other
+              "obuffer": ((PERSISTENT_KNOB, 1), (O_BUFFER_KNOB, 1)),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)
               "headmajor": (("ASYNCCOPY_ATTN_L2_BUDGET", 1),),
               # the tensor maps prefetched into the TMA unit's descriptor cache as a block starts
@@ -213,6 +219,12 @@ class AttentionConfig:
         return self.record.operands == "tma" and not self.trace and bool(int(dict(self.defines).get(PERSISTENT_KNOB, 0)))
 
     @property
+    def o_buffer(self) -> bool:
+        """A persistent build's O staged in shared memory of its own, after the stages (the knob), rather than in a
+        unit's last K / V stage."""
+        return self.persistent and bool(int(dict(self.defines).get(O_BUFFER_KNOB, 0)))
+
+    @property
     def tile(self) -> tuple[int, int]:
         return self.record.tile_for(self.head_dim, self.consumers, self.keys)
 
@@ -226,8 +238,9 @@ class AttentionConfig:
     @property
     def smem_bytes(self) -> int:
         size = ITEMSIZE[self.dtype]
+        o_buffer = self.tile[0] * self.head_dim * size if self.o_buffer else 0  # as large as Q's tile
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces))
+                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces) + o_buffer)
 
     @property
     def mma_pieces(self) -> int:

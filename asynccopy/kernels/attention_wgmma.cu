@@ -31,7 +31,8 @@
 // are clipped by the store. setmaxnreg moves registers from the producer (24) to the consumers (240
 // each with two, 160 with three).
 // Shared memory (dynamic, 1024-byte aligned): Q [D / 64][BM][64]; then per stage K [D / 64][BN][64]
-// and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA).
+// and V [D / 64][BN][64] (each panel rows of 128 bytes, 128B-swizzled by TMA); then (ASYNCCOPY_ATTN_O_BUFFER) O's
+// staging buffer, laid out as Q's.
 // Traced (-DASYNCCOPY_TRACE=1): one more argument, the buffer asynccopy.attention_trace decodes (the layout
 // at TRACE_STRIDE below); untraced builds are the same binary as without the macros.
 // Constraints: sm_90a; T bf16 or f16; D 64 or 128; q_len, k_len >= 1; strides multiples of 16 bytes.
@@ -106,10 +107,22 @@ constexpr bool PERSISTENT = false;
 #else
 constexpr bool PERSISTENT = ASYNCCOPY_ATTN_PERSISTENT != 0;
 #endif
+//   ASYNCCOPY_ATTN_O_BUFFER (with PERSISTENT): 1, O is staged for its TMA stores in a buffer of its own after the
+//   stages (BM x D elements, a warpgroup's rows each), so that a warpgroup's epilogue waits for no other: it goes on
+//   to the next unit while the others finish their last products, and the wait for its store to have read the buffer
+//   comes at its next epilogue (by then long done). 0 (default): O is staged in the unit's last K / V stage, which
+//   every consumer warpgroup must be done with first (a barrier of all of them) and which goes back to the producer
+//   only when the stores have read it. The launch sets it where the buffer fits beside the stages
+//   (asynccopy.attention_schedule.with_persistence); the Python side counts its bytes (AttentionConfig.smem_bytes).
+#ifndef ASYNCCOPY_ATTN_O_BUFFER
+#define ASYNCCOPY_ATTN_O_BUFFER 0
+#endif
+constexpr bool O_BUFFER = PERSISTENT && ASYNCCOPY_ATTN_O_BUFFER != 0;
+constexpr bool HOLD_LAST = PERSISTENT && !O_BUFFER;  // a unit's last K / V stage stages its O
 template <int D, int CAUSAL>
 constexpr int BN_OF = ASYNCCOPY_ATTN_BN > 0 ? ASYNCCOPY_ATTN_BN : D == 128 && !CAUSAL ? 176 : 128;
 // named barriers: 1 + w warpgroup w's epilogue, TURN_BARRIER + w its turn to issue, ALL_CONSUMERS_BARRIER every
-// consumer warpgroup done with a unit's last stage (PERSISTENT) (0: __syncthreads)
+// consumer warpgroup done with a unit's last stage (HOLD_LAST) (0: __syncthreads)
 constexpr int TURN_BARRIER = 4;
 constexpr int ALL_CONSUMERS_BARRIER = 7;
 #define NEG_INF __int_as_float(0xff800000u)
@@ -390,7 +403,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     constexpr int KV_ELEMS = BN * D;  // one of K or V, one stage
     constexpr unsigned Q_BYTES = 2u * Q_ELEMS, KV_BYTES = 2u * KV_ELEMS;
     static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "whole 1024-byte swizzle repeats");
-    static_assert(!PERSISTENT || Q_ELEMS <= 2 * KV_ELEMS, "O (BM x D) fits a K / V stage, where PERSISTENT stages it");
+    static_assert(!HOLD_LAST || Q_ELEMS <= 2 * KV_ELEMS, "O (BM x D) fits a K / V stage, where HOLD_LAST stages it");
 
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
@@ -556,6 +569,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     // a piece may come).
     constexpr int INSTANCES = PERSISTENT && !CAUSAL ? 2 : 1;
     unsigned n = 0;  // the units this block has taken before
+    // PINGPONG: the turn ring opens with the last warpgroup handing warpgroup 0 its first turn, and closes with
+    // warpgroup 0 taking the turn the last one passes after its very last issue, so that every bar.sync of a turn
+    // barrier meets one bar.arrive
+    auto turn_ring = [&](bool open) {
+        if constexpr (PINGPONG) {
+            if (open && w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+            if (!open && w == 0) ac::named_barrier_sync(TURN_BARRIER, 256);
+        }
+    };
+    turn_ring(true);
 #pragma unroll
     for (int instance = 0; instance < INSTANCES; ++instance) {
         const bool merge = !CAUSAL && (!PERSISTENT || instance == 1);
@@ -600,7 +623,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             // S of tile j is done: its K goes back to the producer, except (PERSISTENT) the unit's last, whose stage
             // stages O (below); after the unit's last S, Q's buffer goes back for the next unit's Q
             auto k_done = [&](int j) {
-                if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]);
+                if (!HOLD_LAST || j != kv_tiles - 1) release(&empty_k[stage(j)]);
                 if (PERSISTENT && j == kv_tiles - 1) release(&empty_q);
             };
             float rescale[2];
@@ -637,30 +660,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                     ac::wgmma_wait<0>();
                     ac::accumulator_fence(acc_o);
                     AT_CONSUMER(j, PV_DONE);
-                    if (!PERSISTENT || j != kv_tiles - 1) release(&empty_v[s]);
+                    if (!HOLD_LAST || j != kv_tiles - 1) release(&empty_v[s]);
                 }
             } else {
                 // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
                 // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
                 // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
-                // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them) waits
-                // for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring); the last
-                // warpgroup opens with warpgroup 0's first turn and does not pass its last, so every bar.sync meets
-                // as many bar.arrive.
-                const int turns = kv_tiles + 1;
-                int turn = 0;
+                // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them a unit)
+                // waits for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring). The
+                // ring runs on across units (every warpgroup takes the same units, so as many turns): the first
+                // turn of a unit follows the last of the unit before, and a warpgroup done with its last P V starts
+                // its next unit while the others finish theirs (see turn_ring below).
                 auto my_turn = [&] {
                     if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
                 };
                 auto pass_turn = [&] {
-                    if constexpr (PINGPONG) {
-                        if (w != CONSUMERS - 1 || ++turn < turns)
-                            ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
-                    }
+                    if constexpr (PINGPONG) ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
                 };
-                if constexpr (PINGPONG) {
-                    if (w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-                }
                 ac::mbarrier_wait_parity(&full_k[stage(0)], phase(0), {"attention_wgmma", "full_k", stage(0)});
                 AT_CONSUMER(0, K_READY);
                 ac::accumulator_fence(acc_s);
@@ -710,20 +726,21 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc_o);
                 AT_CONSUMER(last, PV_DONE);
-                if (!PERSISTENT) release(&empty_v[sl]);
+                if (!HOLD_LAST) release(&empty_v[sl]);
             }
 
-            // O is staged for its TMA stores in Q's buffer, or (PERSISTENT: Q's buffer already holds the next unit's Q)
-            // in the unit's last K / V stage, once every consumer warpgroup's last products have read it; that stage
-            // goes back to the producer when the stores have read O
+            // O is staged for its TMA stores in Q's buffer; PERSISTENT (Q's buffer already holds the next unit's Q),
+            // in O's own buffer (O_BUFFER) or else in the unit's last K / V stage, once every consumer warpgroup's last
+            // products have read it (that stage goes back to the producer when the stores have read O)
             const int sl = stage(kv_tiles - 1);
             unsigned short* o_s = q_s;
-            if constexpr (PERSISTENT) {
+            if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS;
+            if constexpr (HOLD_LAST) {
                 ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
                 o_s = k_tile(kv_tiles - 1);
             }
             auto stage_done = [&] {
-                if constexpr (PERSISTENT) {
+                if constexpr (HOLD_LAST) {
                     release(&empty_k[sl]);
                     release(&empty_v[sl]);
                 }
@@ -749,7 +766,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                         if (qrow[r] < q_len) out_lse[qrow[r]] = (m[r] + __log2f(l[r])) * 0.69314718055994530942f;
                 }
                 // O / l into this warpgroup's rows of the staging buffer (its 64 rows of each panel: [64][128 bytes],
-                // 128B-swizzled as the map's boxes), then one TMA store per panel
+                // 128B-swizzled as the map's boxes), then one TMA store per panel. O_BUFFER: the warpgroup's stores of
+                // its previous unit have read the buffer (issued a unit ago: no wait in practice)
+                if constexpr (O_BUFFER) {
+                    if (t == 0) ac::bulk_wait_group_read<0>();
+                    ac::named_barrier_sync(1 + w, 128);
+                }
                 const float inv[2] = {l[0] > 0.0f ? ac::rcp_ftz(l[0]) : 0.0f, l[1] > 0.0f ? ac::rcp_ftz(l[1]) : 0.0f};
 #pragma unroll
                 for (int i = 0; i < D / 2; i += 2) {
@@ -770,12 +792,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                         ac::tensor_store<4>(&map_o, at, o_s + p * BM * PANEL + w * 64 * PANEL);
                     }
                     ac::bulk_commit_group();
-                    ac::bulk_wait_group_read<0>();  // the buffer stays alive until the stores have read it
+                    // the buffer stays alive until the stores have read it (O_BUFFER: waited for at the next epilogue,
+                    // or as the block ends)
+                    if constexpr (!O_BUFFER) ac::bulk_wait_group_read<0>();
                 }
-                if constexpr (PERSISTENT) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
+                if constexpr (HOLD_LAST) ac::named_barrier_sync(1 + w, 128);  // the stores have read O
             }
-            stage_done();  // PERSISTENT: the unit's last stage may be refilled
+            stage_done();  // HOLD_LAST: the unit's last stage may be refilled
         }
     }
+    turn_ring(false);
+    if (O_BUFFER && t == 0) ac::bulk_wait_group_read<0>();  // the last stores have read the buffer before it goes
     AT_MARK(2, w == 0 && t == 0);
 }

@@ -194,7 +194,7 @@ def test_out_overlapping_an_input_is_refused_and_empty_cupy_arrays_give_an_empty
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
 @pytest.mark.parametrize("variant", ["serial", "overlap", "pingpong", "consumers2", "consumers3", "keys128", "keys176",
-                                     "prefetch", "suspend", "persistent"])
+                                     "prefetch", "suspend", "persistent", "obuffer"])
 def test_each_wgmma_variant_matches_float64(torch, facts, rng, shape, causal, stages, variant):
     """attention_wgmma.cu's builds (asynccopy.attention_kernels.VARIANTS): the products and the softmax in turn;
     Q K^T of the next tile under P V of this one (K and V on their own stage barriers, so one stage works
@@ -330,16 +330,19 @@ def _launch_twice(torch, cfg, p, arrays, tensors, causal, scale, stream, facts, 
     ((3, 2, 2, 1, 5000, 128), False, 1, 2, ()),  # one block takes all 6 items of 29 key tiles each
 ], ids=["items-3blocks", "causal-1stage", "gqa", "gqa-causal", "serial-1stage", "1block"])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
-def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, causal, blocks, stages, extra, layout):
+@pytest.mark.parametrize("variant", ["persistent", "obuffer"])
+def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, causal, blocks, stages, extra, layout,
+                                                  variant):
     """The wgmma kernel's persistent build (ASYNCCOPY_ATTN_PERSISTENT) on grids of fewer blocks than units, so each
-    block runs several: the ring of K / V stages runs on across units, Q's buffer is handed back after a unit's last
-    Q K^T and reloaded under its end, O is staged in the unit's last stage, the next unit is taken from a counter the
-    last block lowers again; without the mask, with the last items cut along their keys too (pieces taken after the
-    whole items, merged by the last to finish). Twice in a row on one stream, against float64, lse included."""
+    block runs several: the ring of K / V stages runs on across units (and the consumers' ring of turns), Q's buffer
+    is handed back after a unit's last Q K^T and reloaded under its end, O is staged in the unit's last stage or
+    (obuffer) in a buffer of its own whose stores are waited for a unit later, the next unit is taken from a counter
+    the last block lowers again; without the mask, with the last items cut along their keys too (pieces taken after
+    the whole items, merged by the last to finish). Twice in a row on one stream, against float64, lse included."""
     from cuda.core import Stream
 
     from asynccopy import sdpa as att
-    from asynccopy.attention_kernels import VARIANTS
+    from asynccopy.attention_kernels import KEYS_KNOB, VARIANTS
     seed = int(rng.integers(1 << 31))
     q, k, v = _inputs(torch, shape, "bfloat16", layout, seed)
     scale = 1.0 / math.sqrt(shape[-1])
@@ -347,9 +350,11 @@ def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, caus
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
     cfg = att.configure(p, facts, kernel="wgmma", causal=causal, stages=stages)
-    cfg = cfg.with_defines(VARIANTS["wgmma"]["persistent"] + extra)
-    assert cfg.persistent
-    what = f"persistent {shape} causal={causal} blocks={blocks} {layout} seed={seed}"
+    cfg = cfg.with_defines(VARIANTS["wgmma"][variant] + extra)
+    if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # O's buffer beside 176-key stages
+        cfg = cfg.with_defines(((KEYS_KNOB, 128),))
+    assert cfg.persistent and cfg.o_buffer == (variant == "obuffer")
+    what = f"{variant} {shape} causal={causal} blocks={blocks} {layout} seed={seed}"
     _launch_twice(torch, cfg, p, (q, k, v), (tq, tk, tv), causal, scale, stream, facts, what, blocks=blocks)
     if not causal:  # the last items cut along their keys: blocks take pieces after whole items, and the last merges
         for split in ((2, 3), (5, 2)):

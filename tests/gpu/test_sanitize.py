@@ -234,11 +234,12 @@ def _attention64(cupy, q, k, v, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("variant", ["consumers3", "persistent", "rows32"])
+@pytest.mark.parametrize("variant", ["consumers3", "persistent", "obuffer", "rows32"])
 def test_attention_variants(cupy, facts, causal, variant):
     """At head dim 64: wgmma with three consumer warpgroups (long problems' build; the launch model gives small
     ones two, which test_attention below runs); wgmma's persistent build on a grid of 2 blocks for 4 units, so
-    each block takes a second unit (O staged in a K/V stage that TMA refills next, Q handed back and reloaded);
+    each block takes a second unit (O staged in a K/V stage that TMA refills next, or in its own buffer whose stores
+    are waited for at the next unit's epilogue; Q handed back and reloaded);
     mma with 32 rows a warp (Q in shared memory of its own)."""
     from cuda.core import Stream
 
@@ -256,8 +257,8 @@ def test_attention_variants(cupy, facts, causal, variant):
     tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
     p = att.check_inputs(tq, tk, tv)
     cfg = att.configure(p, facts, kernel=kernel, stages=2, causal=causal).with_defines(VARIANTS[kernel][variant])
-    if variant == "persistent":
-        assert cfg.persistent
+    if variant in ("persistent", "obuffer"):
+        assert cfg.persistent and cfg.o_buffer == (variant == "obuffer")
         att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts, blocks=2)
     else:
         assert (cfg.consumers, cfg.threads) == ((3, 512) if kernel == "wgmma" else (None, 128))
