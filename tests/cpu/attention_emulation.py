@@ -87,7 +87,7 @@ import math
 import numpy as np
 
 from asynccopy import swizzle
-from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, AttentionConfig
+from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, O_BUFFER_KNOB, PERSISTENT_KNOB, AttentionConfig
 from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
 from asynccopy.workspace import FLAG_BYTES, SPLIT_FLAGS
 
@@ -1047,10 +1047,11 @@ def _merge_pieces(acc_o, m, l_, counter, partial, tail: int, piece: int, pieces:
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
                  smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *, persistent: bool = False,
-                 pieces: int = 1, workspace=None, finishes: list | None = None) -> None:
+                 o_buffer: bool = False, pieces: int = 1, workspace=None, finishes: list | None = None) -> None:
     """One block of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with ASYNCCOPY_ATTN_OVERLAP =
     ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong``, ``consumers`` consumer warpgroups (ASYNCCOPY_ATTN_CONSUMERS),
-    ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN) and ASYNCCOPY_ATTN_PERSISTENT = ``persistent``. ``units``: the
+    ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN), ASYNCCOPY_ATTN_PERSISTENT = ``persistent`` and (with it)
+    ASYNCCOPY_ATTN_O_BUFFER = ``o_buffer``. ``units``: the
     (qt, h, b, tail, piece) of the units the block takes, in order (tail -1, piece 0: a whole item; else piece
     ``piece`` of the key split's item ``tail``, as split_blocks gives them): one (its blockIdx's), or (persistent) its
     own and those it took from the unit counter after it. qt_bits [batch][heads][q_len][D] etc.: the tensors the maps
@@ -1068,10 +1069,13 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
     q_elems, kv_elems = bm * d, bn * d
     q_bytes, kv_bytes = 2 * q_elems, 2 * kv_elems
     assert q_bytes % 1024 == 0 and kv_bytes % 1024 == 0
-    if persistent:  # .cu "static_assert(!PERSISTENT || Q_ELEMS <= 2 * KV_ELEMS, ...)": O fits a K / V stage
+    o_buffer = persistent and o_buffer  # .cu "O_BUFFER = PERSISTENT && ASYNCCOPY_ATTN_O_BUFFER != 0"
+    hold_last = persistent and not o_buffer  # .cu "HOLD_LAST = PERSISTENT && !O_BUFFER"
+    if hold_last:  # .cu "static_assert(!HOLD_LAST || Q_ELEMS <= 2 * KV_ELEMS, ...)": O fits a K / V stage
         assert q_elems <= 2 * kv_elems
 
-    knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys))
+    knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys)) + (
+        ((PERSISTENT_KNOB, 1), (O_BUFFER_KNOB, 1)) if o_buffer else ())
     smem_bytes = AttentionConfig("wgmma", dtype, d, stages, causal, defines=knobs).smem_bytes
     if smem_base + smem_bytes > 1 << 18:  # make_desc keeps "addr & 0x3FFFF": a descriptor would wrap
         raise ValueError(f"{smem_bytes} bytes of shared memory from {smem_base}: past the 256 KiB a wgmma descriptor "
@@ -1149,11 +1153,22 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 bar.arrive()
                 yield None
 
+        def turn_ring(opening: bool):
+            # .cu "turn_ring(open)": the last warpgroup hands warpgroup 0 its first turn as the block starts, and
+            # warpgroup 0 takes the turn the last one passes after its very last issue as the block ends
+            if pingpong and overlap:
+                if opening and w == consumers - 1:
+                    turn_bar[0].arrive(128)
+                    yield None
+                if not opening and w == 0:
+                    yield from turn_bar[0].sync(128)
+
+        yield from turn_ring(True)
         j0 = 0
         for n in range(len(units) + (1 if persistent else 0)):
             yield Wait(full_q, n & 1)  # .cu "mbarrier_wait_parity(&full_q, n & 1u, ...)"
             if n == len(units):  # .cu "if (slot < 0) break;": the producer's -1
-                return
+                break
             qt, h, b, tail, piece = units[n]
             q0 = qt * bm
             kv_tiles, kv_first = unit_tiles(qt, tail, piece)
@@ -1178,9 +1193,9 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 return k_tile(j) + 2 * kv_elems
 
             def k_done(j, kv_tiles=kv_tiles):
-                # .cu "if (!PERSISTENT || j != kv_tiles - 1) release(&empty_k[stage(j)]); if (PERSISTENT && j ==
-                # kv_tiles - 1) release(&empty_q);": the unit's last stage stages O
-                if not persistent or j != kv_tiles - 1:
+                # .cu "if (!HOLD_LAST || j != kv_tiles - 1) release(&empty_k[stage(j)]); if (PERSISTENT && j ==
+                # kv_tiles - 1) release(&empty_q);": the unit's last stage stages O (HOLD_LAST)
+                if not hold_last or j != kv_tiles - 1:
                     yield from release(empty_k[stage(j)])
                 if persistent and j == kv_tiles - 1:
                     yield from release(empty_q)
@@ -1202,28 +1217,22 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                     yield Wait(full_v[s], phase(j))
                     _issue_pv(wg, acc_o, pa, v_tile(j), d)
                     wg.wait(0)
-                    if not persistent or j != kv_tiles - 1:
+                    if not hold_last or j != kv_tiles - 1:
                         yield from release(empty_v[s])
             else:
                 # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
                 # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
-                # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w + 1) % CONSUMERS, 256); the last
-                # warpgroup opens, each unit.
-                turns, turn = kv_tiles + 1, [0]
-
+                # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w + 1) % CONSUMERS, 256), the ring
+                # running on across units (turn_ring opens and closes it once a block)
                 def my_turn():
                     if pingpong:
                         yield from turn_bar[w].sync(128)
 
-                def pass_turn(turns=turns, turn=turn):  # .cu "if (w != CONSUMERS - 1 || ++turn < turns) arrive(..)"
+                def pass_turn():  # .cu "named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256)"
                     if pingpong:
-                        turn[0] += w == consumers - 1
-                        if w != consumers - 1 or turn[0] < turns:
-                            turn_bar[(w + 1) % consumers].arrive(128)
+                        turn_bar[(w + 1) % consumers].arrive(128)
                         yield None
 
-                if pingpong and w == consumers - 1:
-                    turn_bar[0].arrive(128)
                 yield Wait(full_k[stage(0)], phase(0))
                 yield from my_turn()
                 _issue_qk(wg, acc_s, q_w, k_tile(0), d, bm)
@@ -1254,14 +1263,17 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 _issue_pv(wg, acc_o, pa, v_tile(last), d)
                 yield from pass_turn()
                 wg.wait(0)
-                if not persistent:
+                if not hold_last:
                     yield from release(empty_v[sl])
 
-            # .cu "o_s = q_s; if constexpr (PERSISTENT) { named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
-            # o_s = k_tile(kv_tiles - 1); }": every warpgroup's last products have read the stage O goes to
+            # .cu "o_s = q_s; if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS; if constexpr
+            # (HOLD_LAST) { named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS); o_s = k_tile(kv_tiles - 1); }":
+            # every warpgroup's last products have read the stage O goes to
             sl = stage(kv_tiles - 1)
             o_s = q_s
-            if persistent:
+            if o_buffer:
+                o_s = smem + 2 * (q_elems + stages * 2 * kv_elems)
+            if hold_last:
                 yield from all_consumers.sync(128)
                 o_s = k_tile(kv_tiles - 1)
             j0 += kv_tiles
@@ -1274,6 +1286,10 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                     with np.errstate(divide="ignore"):
                         # .cu "out_lse = lse + (u.b * heads + u.h) * q_len"
                         lse[(b * heads + h) * q_len + qrow[r][ok]] = (m[r][ok] + np.log2(l_[r][ok])) * 0.69314718055994530942
+                # .cu O_BUFFER: "if (t == 0) bulk_wait_group_read<0>(); named_barrier_sync(1 + w, 128)": the stores of
+                # the warpgroup's previous unit have read the buffer (they read it at issue here, tma.store below)
+                if o_buffer:
+                    yield from NamedBarrier(1 + w, 128).sync(128)
                 # O / l into the warpgroup's rows of the staging buffer: .cu "row = 16 * (t / 32) + lane / 4 + 8 * r;
                 # col = 8 * (i >> 2) + 2 * (lane % 4); p = col / PANEL, byte = 2 * (col % PANEL); panel = o_s + p * BM *
                 # PANEL + w * 64 * PANEL; at = panel + row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))"
@@ -1301,8 +1317,9 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t, last_piece,
                                              d)):
                     yield from epilogue()
-                yield from release(empty_k[sl])  # .cu "stage_done()" whether or not this piece stored
-                yield from release(empty_v[sl])
+                if hold_last:  # .cu "stage_done()" whether or not this piece stored
+                    yield from release(empty_k[sl])
+                    yield from release(empty_v[sl])
                 continue
             if not causal and tail >= 0:
                 # nothing orders the pieces of an item, so the default build's warpgroup stops here, before it writes its
@@ -1313,11 +1330,13 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                         yield from epilogue()
 
                 finishes.append((tail, piece, w, finish(), tma))
+                yield from turn_ring(False)  # (before the merge here, after it in the kernel: the two are independent)
                 return
             yield from epilogue()
-            if persistent:  # .cu "stage_done(): release(&empty_k[sl]); release(&empty_v[sl]);" once the stores read O
+            if hold_last:  # .cu "stage_done(): release(&empty_k[sl]); release(&empty_v[sl]);" once the stores read O
                 yield from release(empty_k[sl])
                 yield from release(empty_v[sl])
+        yield from turn_ring(False)
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
     run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
@@ -1346,7 +1365,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
                   overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
                   keys: int | None = None, split: tuple[int, int] = (0, 1), finish_order=None,
-                  persistent: int | None = None, takers: int | None = None):
+                  persistent: int | None = None, takers: int | None = None, o_buffer: bool = False):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
@@ -1364,7 +1383,8 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     the counter, in increasing order, as ``takers`` hands them out (None: in turn, g = 0, 1, ..; an int: a seed of
     a random block for each, so that some blocks take many and some none). The blocks run one after another (they
     share nothing but the outputs and the key split's workspace); with ``split`` their units are the split grid's, and
-    a piece merges as it finishes (``finish_order`` is the default build's)."""
+    a piece merges as it finishes (``finish_order`` is the default build's). ``o_buffer``: the persistent build with
+    ASYNCCOPY_ATTN_O_BUFFER (O staged in a buffer of its own after the stages, every stage handed back as it is read)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1412,7 +1432,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
         for units in taken:
             _wgmma_block(qb, kb, vb, out, lse, writes, [ordered[u] for u in units], group, d, stages, causal,
                          scale_log2, dtype, tma, order, smem_base, overlap, pingpong, consumers, keys, persistent=True,
-                         pieces=pieces if split_grid else 1, workspace=(counter, partial))
+                         o_buffer=o_buffer, pieces=pieces if split_grid else 1, workspace=(counter, partial))
     else:
         finishes: list = []
         for unit in ordered:

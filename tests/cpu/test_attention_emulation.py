@@ -377,18 +377,20 @@ PERSISTENT_CASES = [
 
 @pytest.mark.parametrize("case", PERSISTENT_CASES, ids=lambda c: f"b{c[0]}h{c[1]}kv{c[2]}-q{c[3]}-k{c[4]}-d{c[5]}-"
                          f"{'causal' if c[6] else 'full'}-s{c[7]}-blocks{c[9]}-{c[11]}-{c[13]}")
-def test_wgmma_persistent_emulation_matches_sdpa(case):
+@pytest.mark.parametrize("o_buffer", [False, True], ids=["o-in-stage", "o-buffer"])
+def test_wgmma_persistent_emulation_matches_sdpa(case, o_buffer):
     """Blocks taking item after item: the ring's stages and phases run on across items (a wrong count waits forever
     or reads another item's K), Q is reloaded only after every consumer warp's last Q K^T of the item before (the
     eager TMA policy lands the reload at once: an early one gives the wrong Q), O is staged in the item's last K / V
-    stage and that stage refilled only after the stores read it, and the counter's -1 ends every consumer."""
+    stage and that stage refilled only after the stores read it (or in a buffer of its own, every stage handed back
+    as it is read), the consumers' ring of turns runs on across items, and the counter's -1 ends every consumer."""
     b, h, hk, lq, lk, d, causal, stages, dtype, blocks, takers, tma, order, variant = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 2)
     consumers = {"consumers2": 2, "consumers3": 3}.get(variant)
     pingpong = variant == "pingpong" or (variant not in ("serial", "overlap") and d == 64 and consumers != 2)
     out, lse = emu.emulate_wgmma(q, k, v, causal, None, stages, dtype=dtype, tma=tma, order=order,
                                  overlap=variant != "serial", pingpong=pingpong, consumers=consumers,
-                                 persistent=blocks, takers=takers)
+                                 persistent=blocks, takers=takers, o_buffer=o_buffer)
     check(out, lse, q, k, v, causal, None, dtype)
 
 
@@ -405,7 +407,8 @@ PERSISTENT_SPLIT_CASES = [
 
 @pytest.mark.parametrize("case", PERSISTENT_SPLIT_CASES, ids=lambda c: f"b{c[0]}h{c[1]}-q{c[3]}-k{c[4]}-d{c[5]}-"
                          f"s{c[6]}-blocks{c[8]}-split{c[10][0]}x{c[10][1]}-{c[11]}")
-def test_wgmma_persistent_blocks_take_key_split_pieces(case):
+@pytest.mark.parametrize("o_buffer", [False, True], ids=["o-in-stage", "o-buffer"])
+def test_wgmma_persistent_blocks_take_key_split_pieces(case, o_buffer):
     """A persistent block that takes a piece writes its partial, arrives on the item's counter and, the last to
     arrive, merges there and then (the run on code of the default build's merge, inside the unit loop's second
     instance); a piece that does not store still hands its held stage back, or the ring stalls; the counters end
@@ -413,5 +416,5 @@ def test_wgmma_persistent_blocks_take_key_split_pieces(case):
     b, h, hk, lq, lk, d, stages, dtype, blocks, takers, split, tma, order = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 3)
     out, lse = emu.emulate_wgmma(q, k, v, False, None, stages, dtype=dtype, tma=tma, order=order, overlap=True,
-                                 pingpong=d == 64, split=split, persistent=blocks, takers=takers)
+                                 pingpong=d == 64, split=split, persistent=blocks, takers=takers, o_buffer=o_buffer)
     check(out, lse, q, k, v, False, None, dtype)

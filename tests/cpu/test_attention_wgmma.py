@@ -162,21 +162,24 @@ def _innermost_hgmma_loops(sass: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("d, stages", [(64, 2), (64, 3), (128, 2)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_persistent_build_keeps_its_key_loops_in_registers(d, stages, causal):
-    """ASYNCCOPY_ATTN_PERSISTENT: the unit loop, Q's hand-back barrier and O staged in the last K / V stage keep the
-    consumers' key-tile loops in registers: no local memory there, and (causal, where no piece is merged) no stack at
-    all. Without the mask the pieces of a key split run through a second instance of the unit body (merge_pieces
-    inside the loop of whole items cost it its uniform registers and spilled the unit's fields), whose epilogue may
-    keep a few words on the stack. A traced build is never persistent (the trace follows one item a block), a grid cap
-    is refused where the build is not persistent, and a persistent grid without the mask is cut along its keys where
-    the default one is."""
+@pytest.mark.parametrize("variant", ["persistent", "obuffer"])
+def test_the_persistent_build_keeps_its_key_loops_in_registers(d, stages, causal, variant):
+    """ASYNCCOPY_ATTN_PERSISTENT: the unit loop, Q's hand-back barrier and O staged in the last K / V stage (or in a
+    buffer of its own: obuffer, which counts in the shared memory) keep the consumers' key-tile loops in registers:
+    no local memory there, and (causal, where no piece is merged) no stack at all. Without the mask the pieces of a
+    key split run through a second instance of the unit body (merge_pieces inside the loop of whole items cost it its
+    uniform registers and spilled the unit's fields), whose epilogue may keep a few words on the stack. A traced build
+    is never persistent (the trace follows one item a block), a grid cap is refused where the build is not
+    persistent, and a persistent grid without the mask is cut along its keys where the default one is."""
     from dataclasses import replace
 
     from asynccopy.attention_kernels import VARIANTS
 
     base = AttentionConfig("wgmma", "bfloat16", d, stages, causal)
-    cfg = replace(base, defines=VARIANTS["wgmma"]["persistent"])
+    cfg = replace(base, defines=VARIANTS["wgmma"][variant])
     assert cfg.persistent and not base.persistent and not replace(cfg, trace=True).persistent
+    assert cfg.o_buffer == (variant == "obuffer") and cfg.smem_bytes == base.smem_bytes + cfg.o_buffer * (
+        cfg.tile[0] * d * 2)
     module = cfg.compile("sm_90a")
     loops = _innermost_hgmma_loops(module.sass())
     assert loops  # the key-tile loop of each instance of the unit body
