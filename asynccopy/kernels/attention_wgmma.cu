@@ -59,8 +59,8 @@ constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 // Compile-time knobs (-D), for measuring variants (asynccopy bench attention --variants):
 //   ASYNCCOPY_ATTN_OVERLAP (default 1) issues Q K^T of the next key tile with P V of this one and runs the
 //   next tile's softmax under that P V; 0: the products and the softmax in turn (the variant "serial").
-//   ASYNCCOPY_ATTN_PINGPONG (with OVERLAP): 1, the two consumer warpgroups take turns issuing their products
-//   (named barriers 3 and 4), so that one's softmax runs while the other's products have the tensor cores;
+//   ASYNCCOPY_ATTN_PINGPONG (with OVERLAP): 1, the consumer warpgroups take turns issuing their products (named
+//   barriers TURN_BARRIER + w), so that one's softmax runs while another's products have the tensor cores;
 //   0, they issue as they go; -1 (default): at head dim 64 only, where it measured faster (design.md 11b).
 #ifndef ASYNCCOPY_ATTN_OVERLAP
 #define ASYNCCOPY_ATTN_OVERLAP 1
@@ -96,7 +96,8 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 //   taken (unit_counter: two ints of the stream's workspace, which the last block lowers again). The producer loads
 //   the next unit's Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and
 //   its K / V tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous
-//   unit's last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer.
+//   unit's last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer
+//   (or in a buffer of its own: ASYNCCOPY_ATTN_O_BUFFER).
 //   0 (default): a block an item. Traced builds are not persistent (the trace follows one item a block); the
 //   launch reads the knob too (AttentionConfig.persistent: the grid).
 #ifndef ASYNCCOPY_ATTN_PERSISTENT
@@ -112,7 +113,8 @@ constexpr bool PERSISTENT = ASYNCCOPY_ATTN_PERSISTENT != 0;
 //   to the next unit while the others finish their last products, and the wait for its store to have read the buffer
 //   comes at its next epilogue (by then long done). 0 (default): O is staged in the unit's last K / V stage, which
 //   every consumer warpgroup must be done with first (a barrier of all of them) and which goes back to the producer
-//   only when the stores have read it. The launch sets it where the buffer fits beside the stages
+//   only when the stores have read it. The launch sets it where the kernel's record asks for it
+//   (AttentionKernel.o_buffer: off until it is timed on a GPU) and the buffer fits beside the stages
 //   (asynccopy.attention_schedule.with_persistence); the Python side counts its bytes (AttentionConfig.smem_bytes).
 #ifndef ASYNCCOPY_ATTN_O_BUFFER
 #define ASYNCCOPY_ATTN_O_BUFFER 0
@@ -620,8 +622,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             auto phase = [&](int j) { return ac::phase_of<STAGES>(j0 + j); };
             auto k_tile = [&](int j) { return smem + Q_ELEMS + stage(j) * 2 * KV_ELEMS; };
             auto v_tile = [&](int j) { return k_tile(j) + KV_ELEMS; };
-            // S of tile j is done: its K goes back to the producer, except (PERSISTENT) the unit's last, whose stage
-            // stages O (below); after the unit's last S, Q's buffer goes back for the next unit's Q
+            // S of tile j is done: its K goes back to the producer, except (HOLD_LAST) the unit's last, whose stage
+            // stages O (below); after the unit's last S (PERSISTENT), Q's buffer goes back for the next unit's Q
             auto k_done = [&](int j) {
                 if (!HOLD_LAST || j != kv_tiles - 1) release(&empty_k[stage(j)]);
                 if (PERSISTENT && j == kv_tiles - 1) release(&empty_q);
@@ -732,7 +734,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             // O is staged for its TMA stores in Q's buffer; PERSISTENT (Q's buffer already holds the next unit's Q),
             // in O's own buffer (O_BUFFER) or else in the unit's last K / V stage, once every consumer warpgroup's last
             // products have read it (that stage goes back to the producer when the stores have read O)
-            const int sl = stage(kv_tiles - 1);
+            const int sl = stage(kv_tiles - 1);  // (HOLD_LAST's)
             unsigned short* o_s = q_s;
             if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS;
             if constexpr (HOLD_LAST) {
