@@ -34,6 +34,7 @@ from .toolchain import (  # noqa: F401  (re-exported: build is where users look)
     cuobjdump,
     disassemble,
     include_dirs,
+    innermost_loops,
     kernel_dir,
     nvrtc_version,
     read_kernel,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -135,3 +136,21 @@ def disassemble(cubin: bytes, *, what: str = "--dump-sass") -> str:
     if done.returncode != 0:
         raise CompileError(f"cuobjdump {what} failed: {done.stderr.strip()}")
     return done.stdout
+
+
+def innermost_loops(sass: str, opcodes: tuple[str, ...] = ("HGMMA",)) -> list[list[str]]:
+    """The instructions of each innermost loop of ``sass`` (cuobjdump's text) that issues one of ``opcodes``: a
+    backward branch's range holding one of them and no EXIT, with no smaller such range inside it (a kernel's
+    key-tile or k-block loops). A wait's retry placed after the kernel's EXIT that jumps back into the code is not a
+    loop of it. Each instruction as its text without the address, predicate included (``@!P0 LDL R2, [R1]``)."""
+    code = [(int(a, 16), op.strip()) for a, op in re.findall(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)]
+    loops = []
+    for at, op in code:
+        jump = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)*\s+0x([0-9a-f]+)", op)
+        if jump and int(jump.group(1), 16) < at:
+            body = [o for a, o in code if int(jump.group(1), 16) <= a <= at]
+            ops = [re.sub(r"^@!?U?P\w+\s+", "", o) for o in body]
+            if any(o.startswith(opcodes) for o in ops) and not any(o.startswith("EXIT") for o in ops):
+                loops.append((int(jump.group(1), 16), at, body))
+    return [body for lo, hi, body in loops if not any(lo <= lo2 and hi2 <= hi and (lo2, hi2) != (lo, hi)
+                                                      for lo2, hi2, _ in loops)]

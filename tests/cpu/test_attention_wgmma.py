@@ -145,19 +145,8 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
 
 
 def _innermost_hgmma_loops(sass: str) -> list[list[str]]:
-    """The instructions of each innermost loop of ``sass`` that issues HGMMA (a backward branch's range holding one
-    and no EXIT, no smaller such range inside it): a kernel's key-tile loops."""
-    code = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,6})\*/\s+([^;]*);", sass)]
-    loops = []
-    for at, op in code:
-        jump = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)*\s+0x([0-9a-f]+)", op)
-        if jump and int(jump.group(1), 16) < at:
-            body = [o for a, o in code if int(jump.group(1), 16) <= a <= at]
-            # (a wait's retry placed after the kernel's EXIT jumps back into the code: not a loop of it)
-            if any(o.startswith("HGMMA") for o in body) and not any(o.startswith("EXIT") for o in body):
-                loops.append((int(jump.group(1), 16), at, body))
-    return [body for lo, hi, body in loops if not any(lo <= lo2 and hi2 <= hi and (lo2, hi2) != (lo, hi)
-                                                      for lo2, hi2, _ in loops)]
+    """The instructions of each innermost loop of ``sass`` that issues HGMMA: a kernel's key-tile loops."""
+    return build.innermost_loops(sass, ("HGMMA",))
 
 
 @pytest.mark.parametrize("d, stages", [(64, 2), (64, 3), (128, 2)])
