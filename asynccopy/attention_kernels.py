@@ -95,12 +95,14 @@ class AttentionKernel:
         return 2 * (keys or self.tile[1]) * head_dim * itemsize
 
     def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None,
-                     pieces: int | None = None) -> int:
+                     pieces: int | None = None, q_own: bool | None = None) -> int:
         """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them (the
-        mma kernel's Q with 32 rows a warp, ``pieces`` = 2, default the record's at this head dim)."""
+        mma kernel's Q with 32 rows a warp, ``pieces`` = 2, default the record's at this head dim; or where
+        ``q_own`` says so: its Q kept in shared memory at 16 rows a warp too)."""
         if self.q_smem:
             return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024
-        return self.tile[0] * head_dim * itemsize if (pieces or self.pieces_for(head_dim)) == 2 else 0
+        own = q_own if q_own is not None else (pieces or self.pieces_for(head_dim)) == 2
+        return self.tile[0] * head_dim * itemsize if own else 0
 
     def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None,
             keys: int | None = None) -> int:
@@ -157,6 +159,7 @@ KERNELS: dict[str, AttentionKernel] = {
 # the -D macros (the kernel file's header says what each does).
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
+MMA_QSMEM_KNOB = "ASYNCCOPY_ATTN_MMA_QSMEM"  # its Q in shared memory of its own (1), in registers (0), by rows (-1)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
 O_BUFFER_KNOB = "ASYNCCOPY_ATTN_O_BUFFER"  # (persistent) O staged in a buffer of its own (shared memory follows it)
@@ -177,7 +180,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               # every mbarrier wait asleep on the barrier for up to 1 ms rather than spinning (mbarrier.cuh)
               "suspend": (("ASYNCCOPY_MBARRIER_SUSPEND_NS", 1000000),)},
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
-    "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),)},
+    "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),),
+            # 16 rows a warp with Q read from shared memory of its own at every k step (32 registers fewer)
+            "qsmem": ((MMA_MW_KNOB, 1), (MMA_QSMEM_KNOB, 1))},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 
@@ -240,13 +245,21 @@ class AttentionConfig:
         size = ITEMSIZE[self.dtype]
         o_buffer = self.tile[0] * self.head_dim * size if self.o_buffer else 0  # as large as Q's tile
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
-                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces) + o_buffer)
+                + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces,
+                                           self.mma_q_smem if self.kernel == "mma" else None) + o_buffer)
 
     @property
     def mma_pieces(self) -> int:
         """The mma kernel's m16 row pieces a warp: the knob where a variant sets it, else the record's."""
         knob = dict(self.defines).get(MMA_MW_KNOB)
         return int(knob) if knob is not None and int(knob) > 0 else self.record.pieces_for(self.head_dim)
+
+    @property
+    def mma_q_smem(self) -> bool:
+        """The mma kernel keeps Q in shared memory of its own: the knob where a variant sets it (0 or 1), else with
+        32 rows a warp (attention_mma.cu's Q_SMEM)."""
+        knob = int(dict(self.defines).get(MMA_QSMEM_KNOB, -1))
+        return knob != 0 if knob >= 0 else self.mma_pieces == 2
 
     @property
     def _pieces(self) -> int | None:

@@ -76,7 +76,15 @@ constexpr int MW = ASYNCCOPY_ATTN_MMA_MW;
 static_assert(MW == 1 || MW == 2, "16 or 32 rows a warp");
 // With 32 rows a warp Q stays in shared memory of its own (after the stages) and its A fragments are read
 // there at every k step (FlashAttention-2's way): in registers they would take 32 of a thread's 255.
-constexpr bool Q_SMEM = MW == 2;
+// ASYNCCOPY_ATTN_MMA_QSMEM: 1, the same at 16 rows a warp (32 registers fewer: NVRTC 13.0 builds head dim 128
+// with 16 rows in 255 registers and 8-40 bytes of stack, and in 210-230 and none this way; docs/design.md,
+// Toolchain); 0, Q's fragments in registers (16 rows a warp only); -1 (default): in shared memory at 32 rows.
+// The Python side reads it too (AttentionConfig.mma_q_smem: Q's bytes in shared memory).
+#ifndef ASYNCCOPY_ATTN_MMA_QSMEM
+#define ASYNCCOPY_ATTN_MMA_QSMEM -1
+#endif
+constexpr bool Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0;
+static_assert(Q_SMEM || MW == 1, "32 rows a warp keep Q in shared memory");
 constexpr int WARPS = BM / (16 * MW);
 constexpr int THREADS = 32 * WARPS;
 constexpr float LOG2E = 1.4426950408889634f;

@@ -87,7 +87,15 @@ import math
 import numpy as np
 
 from asynccopy import swizzle
-from asynccopy.attention_kernels import CONSUMERS_KNOB, KEYS_KNOB, MMA_MW_KNOB, O_BUFFER_KNOB, PERSISTENT_KNOB, AttentionConfig
+from asynccopy.attention_kernels import (
+    CONSUMERS_KNOB,
+    KEYS_KNOB,
+    MMA_MW_KNOB,
+    MMA_QSMEM_KNOB,
+    O_BUFFER_KNOB,
+    PERSISTENT_KNOB,
+    AttentionConfig,
+)
 from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
 from asynccopy.workspace import FLAG_BYTES, SPLIT_FLAGS
 
@@ -385,7 +393,7 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
 
 
 def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: int, stages: int, causal: bool,
-               dtype: str, copies: str, pieces: int) -> None:
+               dtype: str, copies: str, pieces: int, q_smem: bool | None = None) -> None:
     """One block (blockIdx ``block`` = (x, y, z), gridDim ``grid`` = (x, y)) of the kernel attention_mma<T, D,
     STAGES, CAUSAL> built with MW = ``pieces``; ``a``: its arguments by name (q, k, v, out: flat global memory;
     lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
@@ -397,12 +405,15 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     tile_bytes = MMA_BN * row_bytes
     stage_bytes = 2 * tile_bytes
     assert MMA_BM * row_bytes == stage_bytes
-    cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=((MMA_MW_KNOB, pieces),))
+    knobs = ((MMA_MW_KNOB, pieces),) + (() if q_smem is None else ((MMA_QSMEM_KNOB, int(q_smem)),))
+    cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=knobs)
     threads = cfg.threads  # .cu "THREADS = 32 * WARPS", WARPS = BM / (16 * MW)
     assert threads == 32 * MMA_BM // (16 * pieces)
     sm = Shared(0, cfg.smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
     cp = CpAsync(sm, copies)
-    q_own = pieces == 2  # .cu "Q_SMEM = MW == 2"
+    # .cu "Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0"
+    q_own = pieces == 2 if q_smem is None else q_smem
+    assert q_own == cfg.mma_q_smem
     # .cu "q_smem = smem + (Q_SMEM ? STAGES : STAGES - 1) * STAGE_BYTES"
     q_smem = (stages if q_own else stages - 1) * stage_bytes
     m0 = bx * MMA_BM  # .cu "m0 = qt * BM" (qt: blockIdx.x, or causal_tile's)
@@ -508,7 +519,8 @@ def _memory(bits, layout: str):
 
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
-                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None):
+                dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None,
+                q_smem: bool | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
     batch), the strides of the arrays, group = heads / kv_heads); ``pieces``: its MW (default the record's at
@@ -526,7 +538,7 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     grid = (-(-q_len // MMA_BM), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
         _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies,
-                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d))
+                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d), q_smem)
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]

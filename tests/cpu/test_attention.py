@@ -69,6 +69,24 @@ def test_the_16_row_mma_build_at_head_dim_64_keeps_q_in_registers_with_no_spill(
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
 
 
+@pytest.mark.parametrize("d, causal", [(128, False), (128, True), (64, True)])
+def test_the_16_row_mma_build_with_q_in_shared_memory(d, causal):
+    """ASYNCCOPY_ATTN_MMA_QSMEM=1 (variant qsmem): 16 rows a warp with Q's A fragments read from shared memory of
+    its own at every k step (a rolled loop of them), the build that keeps head dim 128 off the stack under NVRTC 13.0
+    as well (docs/design.md, Toolchain); Q's tile counts in shared memory; 32 rows a warp refuse Q in registers."""
+    cfg = AttentionConfig("mma", "bfloat16", d, 2, causal, defines=VARIANTS["mma"]["qsmem"])
+    assert cfg.mma_q_smem and cfg.threads == 256 and cfg.smem_bytes == 2 * 2 * 64 * d * 2 + 128 * d * 2
+    module = cfg.compile("sm_90a")
+    sass = module.sass()
+    hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
+    assert len(hmma) == 2 * (64 // 8) * (1 + d // 16), len(hmma)  # Q K^T: one k step's, rolled; P V: every step
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+    with pytest.raises(build.CompileError, match="32 rows a warp keep Q in shared memory"):
+        AttentionConfig("mma", "bfloat16", 64, 2, causal,
+                        defines=(("ASYNCCOPY_ATTN_MMA_MW", 2), ("ASYNCCOPY_ATTN_MMA_QSMEM", 0))).compile("sm_90a")
+
+
 def test_the_default_mma_block_follows_its_rows_a_warp():
     rec = att.KERNELS["mma"]
     at64, at128 = (AttentionConfig("mma", "bfloat16", d, 3, False) for d in (64, 128))

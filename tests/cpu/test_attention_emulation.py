@@ -85,6 +85,10 @@ MMA_CASES = [
     (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("late", "bhsd", 1)),
     (2, 4, 2, 129, 200, 64, True, 1, "bfloat16", None, ("eager", "bshd", 1)),
     (1, 1, 1, 64, 300, 64, False, 2, "bfloat16", -0.7, ("late", "bhsd", 1)),
+    # 16 rows a warp with Q read from shared memory of its own (the variant qsmem: ASYNCCOPY_ATTN_MMA_QSMEM=1)
+    (1, 1, 1, 200, 300, 128, True, 2, "bfloat16", None, ("late", "bhsd", 1, True)),
+    (2, 2, 1, 65, 250, 128, False, 1, "float16", None, ("eager", "bshd", 1, True)),
+    (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("late", "bhsd", 1, True)),
 ]
 WGMMA_CASES = [
     (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
@@ -139,7 +143,8 @@ WGMMA_CASES = [
 def _id(c):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, variant = c
     extra = ("-".join(variant) if len(variant) == 2 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}"
-             if len(variant) == 3 else f"{variant[0]}-base{variant[2]}-{variant[3]}")
+             if len(variant) == 3 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}-qsmem"
+             if isinstance(variant[3], bool) else f"{variant[0]}-base{variant[2]}-{variant[3]}")
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     return (f"b{b}h{h}kv{hk}-q{lq}-k{lk}-d{d}-{'causal' if causal else 'full'}-s{stages}-{short}"
             f"{'' if scale is None else f'-scale{scale}'}-{extra}")
@@ -147,10 +152,10 @@ def _id(c):
 
 @pytest.mark.parametrize("case", MMA_CASES, ids=_id)
 def test_mma_emulation_matches_sdpa(case):
-    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *pieces) = case
+    b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *build) = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk)
     out, lse = emu.emulate_mma(q, k, v, causal, scale, stages, dtype=dtype, copies=copies, layout=layout,
-                               pieces=pieces[0] if pieces else None)
+                               pieces=build[0] if build else None, q_smem=build[1] if len(build) > 1 else None)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 

@@ -215,6 +215,16 @@ def test_each_mma_build_at_head_dim_64_matches_float64(torch, facts, rng, shape,
     _variant_matches_float64(torch, facts, rng, "mma", variant, shape, causal, stages, "float16", "bshd")
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 128), (2, 4, 2, 300, 77, 128), (1, 4, 4, 1000, 1000, 128),
+                                   (2, 2, 1, 333, 1000, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_the_mma_build_with_q_in_shared_memory_matches_float64(torch, facts, rng, shape, causal, stages):
+    """attention_mma.cu at 16 rows a warp with Q read from shared memory of its own at every k step (variant qsmem,
+    ASYNCCOPY_ATTN_MMA_QSMEM=1): the head dim 128 build that needs no stack under NVRTC 13.0."""
+    _variant_matches_float64(torch, facts, rng, "mma", "qsmem", shape, causal, stages, "bfloat16", "bhsd")
+
+
 def _variant_matches_float64(torch, facts, rng, kernel, variant, shape, causal, stages, dtype, layout):
     """One compile-time build of ``kernel`` (attention_kernels.VARIANTS) on fresh inputs, the output poisoned
     first, against the float64 reference within twice PyTorch's own error; a build that outgrows shared memory
