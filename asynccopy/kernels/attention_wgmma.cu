@@ -97,7 +97,8 @@ constexpr int CONSUMERS_OF = ASYNCCOPY_ATTN_CONSUMERS > 0 ? ASYNCCOPY_ATTN_CONSU
 //   the next unit's Q as soon as every consumer warp is done with the last Q K^T of the unit before (empty_q), and
 //   its K / V tiles as stages free up, so a unit's start (Q's and the first K's loads) runs under the previous
 //   unit's last softmax, P V and epilogue; O is then staged in the unit's last K / V stage rather than in Q's buffer
-//   (or in a buffer of its own: ASYNCCOPY_ATTN_O_BUFFER).
+//   (in its K tile alone where O fits there, as soon as every consumer warp's last Q K^T is done), or in a buffer of
+//   its own (ASYNCCOPY_ATTN_O_BUFFER).
 //   0 (default): a block an item. Traced builds are not persistent (the trace follows one item a block); the
 //   launch reads the knob too (AttentionConfig.persistent: the grid).
 #ifndef ASYNCCOPY_ATTN_PERSISTENT
@@ -406,6 +407,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     constexpr unsigned Q_BYTES = 2u * Q_ELEMS, KV_BYTES = 2u * KV_ELEMS;
     static_assert(Q_BYTES % 1024 == 0 && KV_BYTES % 1024 == 0, "whole 1024-byte swizzle repeats");
     static_assert(!HOLD_LAST || Q_ELEMS <= 2 * KV_ELEMS, "O (BM x D) fits a K / V stage, where HOLD_LAST stages it");
+    // HOLD_LAST with O no larger than a K tile (BN >= BM: two consumer warpgroups): O goes to the last stage's K tile
+    // once every consumer warp is done with the unit's last Q K^T (empty_q's phase for the unit: what hands Q's buffer
+    // back), not once every warpgroup's last P V is; that stage's V goes back as it is read
+    constexpr bool O_IN_K = HOLD_LAST && Q_ELEMS <= KV_ELEMS;
 
     unsigned char* base = ac::dynamic_smem<unsigned char>();
     unsigned short* smem = reinterpret_cast<unsigned short*>(base + (-ac::smem_addr(base) & 1023u));
@@ -662,7 +667,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                     ac::wgmma_wait<0>();
                     ac::accumulator_fence(acc_o);
                     AT_CONSUMER(j, PV_DONE);
-                    if (!HOLD_LAST || j != kv_tiles - 1) release(&empty_v[s]);
+                    if (!HOLD_LAST || O_IN_K || j != kv_tiles - 1) release(&empty_v[s]);
                 }
             } else {
                 // Q K^T of tile j is issued together with P V of tile j - 1, and tile j's softmax runs while the
@@ -728,23 +733,27 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                 ac::wgmma_wait<0>();
                 ac::accumulator_fence(acc_o);
                 AT_CONSUMER(last, PV_DONE);
-                if (!HOLD_LAST) release(&empty_v[sl]);
+                if (!HOLD_LAST || O_IN_K) release(&empty_v[sl]);
             }
 
             // O is staged for its TMA stores in Q's buffer; PERSISTENT (Q's buffer already holds the next unit's Q),
-            // in O's own buffer (O_BUFFER) or else in the unit's last K / V stage, once every consumer warpgroup's last
-            // products have read it (that stage goes back to the producer when the stores have read O)
+            // in O's own buffer (O_BUFFER) or else in the unit's last K / V stage: its K tile once every consumer warp's
+            // last Q K^T has read it (O_IN_K: empty_q's phase n), or the whole stage once every consumer warpgroup's last
+            // products have (that tile or stage goes back to the producer when the stores have read O)
             const int sl = stage(kv_tiles - 1);  // (HOLD_LAST's)
             unsigned short* o_s = q_s;
             if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS;
-            if constexpr (HOLD_LAST) {
+            if constexpr (O_IN_K) {
+                ac::mbarrier_wait_parity(&empty_q, n & 1u, {"attention_wgmma", "empty_q", 0});
+                o_s = k_tile(kv_tiles - 1);
+            } else if constexpr (HOLD_LAST) {
                 ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
                 o_s = k_tile(kv_tiles - 1);
             }
             auto stage_done = [&] {
                 if constexpr (HOLD_LAST) {
                     release(&empty_k[sl]);
-                    release(&empty_v[sl]);
+                    if constexpr (!O_IN_K) release(&empty_v[sl]);
                 }
             };
             j0 += kv_tiles;

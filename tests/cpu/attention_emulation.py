@@ -1085,6 +1085,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
     hold_last = persistent and not o_buffer  # .cu "HOLD_LAST = PERSISTENT && !O_BUFFER"
     if hold_last:  # .cu "static_assert(!HOLD_LAST || Q_ELEMS <= 2 * KV_ELEMS, ...)": O fits a K / V stage
         assert q_elems <= 2 * kv_elems
+    o_in_k = hold_last and q_elems <= kv_elems  # .cu "O_IN_K = HOLD_LAST && Q_ELEMS <= KV_ELEMS"
 
     knobs = ((CONSUMERS_KNOB, consumers), (KEYS_KNOB, keys)) + (
         ((PERSISTENT_KNOB, 1), (O_BUFFER_KNOB, 1)) if o_buffer else ())
@@ -1229,7 +1230,7 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                     yield Wait(full_v[s], phase(j))
                     _issue_pv(wg, acc_o, pa, v_tile(j), d)
                     wg.wait(0)
-                    if not hold_last or j != kv_tiles - 1:
+                    if not hold_last or o_in_k or j != kv_tiles - 1:
                         yield from release(empty_v[s])
             else:
                 # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
@@ -1275,17 +1276,21 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 _issue_pv(wg, acc_o, pa, v_tile(last), d)
                 yield from pass_turn()
                 wg.wait(0)
-                if not hold_last:
+                if not hold_last or o_in_k:
                     yield from release(empty_v[sl])
 
             # .cu "o_s = q_s; if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS; if constexpr
+            # (O_IN_K) { mbarrier_wait_parity(&empty_q, n & 1u, ...); o_s = k_tile(kv_tiles - 1); } else if constexpr
             # (HOLD_LAST) { named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS); o_s = k_tile(kv_tiles - 1); }":
-            # every warpgroup's last products have read the stage O goes to
+            # every warp's last Q K^T has read the K tile O goes to, or every warpgroup's last products the stage
             sl = stage(kv_tiles - 1)
             o_s = q_s
             if o_buffer:
                 o_s = smem + 2 * (q_elems + stages * 2 * kv_elems)
-            if hold_last:
+            if o_in_k:
+                yield Wait(empty_q, n & 1)
+                o_s = k_tile(kv_tiles - 1)
+            elif hold_last:
                 yield from all_consumers.sync(128)
                 o_s = k_tile(kv_tiles - 1)
             j0 += kv_tiles
@@ -1329,9 +1334,10 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 if (yield from _merge_pieces(acc_o, m, l_, *workspace, tail, piece, pieces, consumers, w, t, last_piece,
                                              d)):
                     yield from epilogue()
-                if hold_last:  # .cu "stage_done()" whether or not this piece stored
+                if hold_last:  # .cu "stage_done()" whether or not this piece stored (V already, O_IN_K)
                     yield from release(empty_k[sl])
-                    yield from release(empty_v[sl])
+                    if not o_in_k:
+                        yield from release(empty_v[sl])
                 continue
             if not causal and tail >= 0:
                 # nothing orders the pieces of an item, so the default build's warpgroup stops here, before it writes its
@@ -1345,9 +1351,11 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 yield from turn_ring(False)  # (before the merge here, after it in the kernel: the two are independent)
                 return
             yield from epilogue()
-            if hold_last:  # .cu "stage_done(): release(&empty_k[sl]); release(&empty_v[sl]);" once the stores read O
+            if hold_last:  # .cu "stage_done(): release(&empty_k[sl]); if (!O_IN_K) release(&empty_v[sl]);" once the
+                # stores read O
                 yield from release(empty_k[sl])
-                yield from release(empty_v[sl])
+                if not o_in_k:
+                    yield from release(empty_v[sl])
         yield from turn_ring(False)
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}

@@ -377,6 +377,10 @@ PERSISTENT_CASES = [
     # handed back too early is overwritten before it is read)
     (1, 3, 1, 128, 256, 64, False, 3, "float16", 2, None, "eager", ("producer", 0, 1), "overlap"),
     (1, 2, 2, 200, 177, 128, False, 2, "bfloat16", 1, None, "eager", ("producer", 1, 0), "default"),
+    # warpgroup 0 ahead of 1 by up to the stages: O staged in the last K tile before warpgroup 1's last Q K^T has read
+    # it shows here (without the wait on empty_q's phase these fail)
+    (1, 2, 2, 256, 700, 128, False, 2, "bfloat16", 1, None, "eager", ("producer", 0, 1), "overlap"),
+    (1, 2, 2, 256, 700, 128, True, 1, "bfloat16", 1, None, "eager", (0, "producer", 1), "overlap"),
 ]
 
 
