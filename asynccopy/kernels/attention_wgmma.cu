@@ -744,7 +744,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             unsigned short* o_s = q_s;
             if constexpr (O_BUFFER) o_s = smem + Q_ELEMS + STAGES * 2 * KV_ELEMS;
             if constexpr (O_IN_K) {
-                ac::mbarrier_wait_parity(&empty_q, n & 1u, {"attention_wgmma", "empty_q", 0});
+                ac::mbarrier_wait_parity(&empty_q, n & 1u, {"attention_wgmma", "empty_q (staging O in K)", -1});
                 o_s = k_tile(kv_tiles - 1);
             } else if constexpr (HOLD_LAST) {
                 ac::named_barrier_sync(ALL_CONSUMERS_BARRIER, 128 * CONSUMERS);
