@@ -60,8 +60,8 @@ def report(name: str, module) -> list[str]:
         def count(prefix: str, ops=ops) -> int:
             return sum(op.startswith(prefix) for op in ops)
 
-        work = ", ".join(f"{op} {count(op + ' ') + count(op + '.')}" for op in LOOP_OPCODES
-                         if count(op + " ") + count(op + "."))
+        issued = {op: count(op + " ") + count(op + ".") for op in LOOP_OPCODES}  # HMMA, not HMMA-like names
+        work = ", ".join(f"{op} {n}" for op, n in issued.items() if n)
         lines.append(f"  loop of {len(body)} instructions ({work}): LDL {count('LDL')}, STL {count('STL')}, "
                      f"R2UR {count('R2UR')}, UIADD3 {count('UIADD3')}")
     return lines

@@ -49,7 +49,7 @@ def test_every_configuration_compiles_with_its_instructions_and_no_local_memory(
     # (the persistent build without the mask: its pieces' instance of the unit body may keep a few words on the stack,
     # its key loops none; test_the_persistent_build_keeps_its_key_loops_in_registers)
     stack_free = re.search(r"STACK:0\b", usage) or cfg.persistent and not cfg.causal and not any(
-        re.match(r"(?:@!?U?P\w+\s+)?(LDL|STL)", op) for body in _innermost_hgmma_loops(sass) for op in body)
+        re.match(r"(?:@!?U?P\w+\s+)?(LDL|STL)", op) for body in build.innermost_loops(sass) for op in body)
     assert re.search(r"LOCAL:0\b", usage) and stack_free, usage
     assert cfg.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
 
@@ -144,11 +144,6 @@ def test_the_default_build_overlaps_and_the_variants_are_what_they_say(d, stages
         replace(base, defines=(("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 1))).compile("sm_90a")
 
 
-def _innermost_hgmma_loops(sass: str) -> list[list[str]]:
-    """The instructions of each innermost loop of ``sass`` that issues HGMMA: a kernel's key-tile loops."""
-    return build.innermost_loops(sass, ("HGMMA",))
-
-
 @pytest.mark.parametrize("d, stages", [(64, 2), (64, 3), (128, 2)])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("variant", ["persistent", "obuffer"])
@@ -170,7 +165,7 @@ def test_the_persistent_build_keeps_its_key_loops_in_registers(d, stages, causal
     assert cfg.o_buffer == (variant == "obuffer") and cfg.smem_bytes == base.smem_bytes + cfg.o_buffer * (
         cfg.tile[0] * d * 2)
     module = cfg.compile("sm_90a")
-    loops = _innermost_hgmma_loops(module.sass())
+    loops = build.innermost_loops(module.sass())
     assert loops  # the key-tile loop of each instance of the unit body
     for body in loops:
         assert not [op for op in body if re.match(r"(?:@!?U?P\w+\s+)?(LDL|STL)", op)], "local memory in a key loop"

@@ -50,6 +50,8 @@ def test_the_script_reports_a_builds_registers_and_its_hot_loop(capsys):
     loops = [line for line in out[2:] if line.startswith("  loop of")]
     assert len(loops) == 1 and "(HMMA 128" in loops[0] and "LDL 0, STL 0" in loops[0]
     assert hot.main(["--only", "no such build"]) == 2
+    assert "no build's name holds all of 'no such build'" in capsys.readouterr().err
     assert hot.main(["--nvrtc-dir", str(SCRIPT.parent)]) == 2  # no libnvrtc.so.13 there
+    assert f"no libnvrtc.so.13 in {SCRIPT.parent}" in capsys.readouterr().err
     names = [name for name, _ in hot.builds([])]
     assert len(names) == 11 and sum(name.startswith("attention") for name in names) == 8
