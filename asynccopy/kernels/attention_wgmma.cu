@@ -71,6 +71,17 @@ constexpr int PANEL = 64;     // head_dim columns per 128-byte swizzle span
 constexpr bool OVERLAP = ASYNCCOPY_ATTN_OVERLAP != 0;
 template <int D>
 constexpr bool PING_PONG = ASYNCCOPY_ATTN_PINGPONG < 0 ? OVERLAP && D == 64 : ASYNCCOPY_ATTN_PINGPONG != 0;
+//   ASYNCCOPY_ATTN_RING (with PINGPONG): 1, the turn ring runs on across a block's units (a warpgroup done with a
+//   unit's last issue hands the turn on, and the next takes its next unit's first turn while the others finish);
+//   0, it closes at each unit's end and the last warpgroup opens it again at the next unit's start (warpgroup 0's
+//   first issue of a unit waits for the last warpgroup to reach that unit); -1 (default): 1 without the causal
+//   mask, 0 with it, as measured (H100, 2026-12-07, head dim 64, 8192: 478 against 423 TFLOP/s without the mask,
+//   423 against 458 with it; docs/design.md 11b).
+#ifndef ASYNCCOPY_ATTN_RING
+#define ASYNCCOPY_ATTN_RING -1
+#endif
+template <int CAUSAL>
+constexpr bool RING_ACROSS_UNITS = ASYNCCOPY_ATTN_RING < 0 ? !CAUSAL : ASYNCCOPY_ATTN_RING != 0;
 //   ASYNCCOPY_ATTN_CONSUMERS: consumer warpgroups of 64 queries a block (2 or 3); 0 (default): 3 at head dim 64
 //   (192 queries a block share each K / V tile, as FlashAttention-3 does there), 2 at 128. The Python side
 //   reads the knob too (AttentionConfig.consumers): the grid, the block and Q's box follow it.
@@ -201,20 +212,24 @@ __device__ __forceinline__ float quad_extreme(float x)
 // k_len, and (causal) keys past each row's query, are masked (to the extreme that never wins and gives
 // p = 0) on the tiles that have any; the running max m and sum l are updated and the factor O must be
 // scaled by is returned in `rescale`. q0w: the warpgroup's first query.
-// A thread's BN / 4 scores of a row are reduced (max, then sum) in SOFTMAX_CHAINS independent chains (by the
+// A thread's BN / 4 scores of a row are reduced (max, then sum) in C (SOFTMAX_CHAINS) independent chains (by the
 // parity of the column group and the pair's column), combined at the end: in one chain each FMNMX / FADD waits out
 // the previous one's latency, BN / 4 of them in a row (Nsight Compute: "wait" the first stall reason, 2.1 cycles an
 // issue at head dim 64, against 0.7 in cuDNN's kernel).
+// ASYNCCOPY_ATTN_CHAINS: 1, 2 or 4; 0 (default): 4 at head dim 64 without the causal mask, else 1, as measured (H100,
+// 2026-12-07, TFLOP/s at 1 / 2 / 4 chains: 8192 x 64 485 / 478 / 496, 2048 x 64 417 / 409 / 419; 2048 x 128 565 / 539
+// / 552, 8192 x 128 causal 608 / 578 / 579; head dim 64 causal within 2% of each other; docs/design.md 11b).
 #ifndef ASYNCCOPY_ATTN_CHAINS
-#define ASYNCCOPY_ATTN_CHAINS 2
+#define ASYNCCOPY_ATTN_CHAINS 0
 #endif
-constexpr int SOFTMAX_CHAINS = ASYNCCOPY_ATTN_CHAINS;
+template <int D, int CAUSAL>
+constexpr int SOFTMAX_CHAINS = ASYNCCOPY_ATTN_CHAINS > 0 ? ASYNCCOPY_ATTN_CHAINS : D == 64 && !CAUSAL ? 4 : 1;
 template <bool POSITIVE>
 __device__ __forceinline__ float extreme(float a, float b)
 {
     return POSITIVE ? fmaxf(a, b) : fminf(a, b);
 }
-template <int CAUSAL, bool POSITIVE, int BN>
+template <int CAUSAL, bool POSITIVE, int BN, int C>
 __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[2], float (&l)[2], float (&rescale)[2],
                                              float scale_log2, int j, int lane, int k_len, int q0w,
                                              const int (&qrow)[2])
@@ -230,9 +245,8 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[
             if (key >= k_len || (CAUSAL && key > qrow[row])) acc_s[i] = masked;
         }
     }
-    constexpr int C = SOFTMAX_CHAINS;
-    static_assert(C == 2 || C == 4, "chains: the pair's column (x the column group's parity)");
-    auto chain = [](int i) { return C == 4 ? ((i >> 2) & 1) * 2 + (i & 1) : i & 1; };  // register i's chain in its row
+    static_assert(C == 1 || C == 2 || C == 4, "chains: one, or the pair's column (x the column group's parity)");
+    auto chain = [](int i) { return C == 4 ? ((i >> 2) & 1) * 2 + (i & 1) : C == 2 ? i & 1 : 0; };  // register i's chain
     float mx[2][C];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -246,7 +260,8 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[
     float neg_base[2], sum[2][C];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float row_extreme = extreme<POSITIVE>(mx[r][0], mx[r][1]);
+        float row_extreme = mx[r][0];
+        if constexpr (C >= 2) row_extreme = extreme<POSITIVE>(row_extreme, mx[r][1]);
         if constexpr (C == 4) row_extreme = extreme<POSITIVE>(row_extreme, extreme<POSITIVE>(mx[r][2], mx[r][3]));
         const float tile_max = quad_extreme<POSITIVE>(row_extreme) * scale_log2;  // -inf: every key of the row masked
         const float new_m = fmaxf(m[r], tile_max);
@@ -267,8 +282,9 @@ __device__ __forceinline__ void softmax_tile(float (&acc_s)[BN / 2], float (&m)[
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-        l[r] = l[r] * rescale[r] + quad_sum(C == 4 ? (sum[r][0] + sum[r][1]) + (sum[r][2] + sum[r][3])
-                                                   : sum[r][0] + sum[r][1]);
+        l[r] = l[r] * rescale[r] + quad_sum(C == 4   ? (sum[r][0] + sum[r][1]) + (sum[r][2] + sum[r][3])
+                                            : C == 2 ? sum[r][0] + sum[r][1]
+                                                     : sum[r][0]);
 }
 
 template <int D>
@@ -387,6 +403,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     static_assert(D == 64 || D == 128, "head dims 64 and 128");
     static_assert(STAGES >= 1 && STAGES <= 8, "1 to 8 K / V stages");
     constexpr bool PINGPONG = PING_PONG<D>;
+    constexpr int CHAINS = SOFTMAX_CHAINS<D, CAUSAL>;
     constexpr int CONSUMERS = CONSUMERS_OF<D>;
     static_assert(CONSUMERS == 2 || CONSUMERS == 3, "2 or 3 consumer warpgroups");
     constexpr int BM = 64 * CONSUMERS;  // queries per block: 64 per consumer warpgroup
@@ -576,16 +593,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
     // a piece may come).
     constexpr int INSTANCES = PERSISTENT && !CAUSAL ? 2 : 1;
     unsigned n = 0;  // the units this block has taken before
-    // PINGPONG: the turn ring opens with the last warpgroup handing warpgroup 0 its first turn, and closes with
-    // warpgroup 0 taking the turn the last one passes after its very last issue, so that every bar.sync of a turn
-    // barrier meets one bar.arrive
+    // PINGPONG: the turn ring opens with the last warpgroup handing warpgroup 0 its first turn; RING_ACROSS_UNITS, it
+    // opens once, and closes as the block ends with warpgroup 0 taking the turn the last one passes after its very
+    // last issue; else it opens at each unit's start and the last warpgroup keeps a unit's last turn. Either way every
+    // bar.sync of a turn barrier meets one bar.arrive.
+    constexpr bool RING_ONCE = PINGPONG && RING_ACROSS_UNITS<CAUSAL>;
     auto turn_ring = [&](bool open) {
-        if constexpr (PINGPONG) {
-            if (open && w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
-            if (!open && w == 0) ac::named_barrier_sync(TURN_BARRIER, 256);
-        }
+        if (open && w == CONSUMERS - 1) ac::named_barrier_arrive(TURN_BARRIER, 256);
+        if (!open && w == 0) ac::named_barrier_sync(TURN_BARRIER, 256);
     };
-    turn_ring(true);
+    if constexpr (RING_ONCE) turn_ring(true);
 #pragma unroll
     for (int instance = 0; instance < INSTANCES; ++instance) {
         const bool merge = !CAUSAL && (!PERSISTENT || instance == 1);
@@ -638,11 +655,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             // one, minima for a negative one); the branch is uniform
             auto softmax = [&](int j) {  // j: the block's own count of its key tiles
                 if (scale_log2 > 0.0f)
-                    softmax_tile<CAUSAL, true, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
-                                                   q0 + 64 * w, qrow);
+                    softmax_tile<CAUSAL, true, BN, CHAINS>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
+                                                           q0 + 64 * w, qrow);
                 else
-                    softmax_tile<CAUSAL, false, BN>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
-                                                    q0 + 64 * w, qrow);
+                    softmax_tile<CAUSAL, false, BN, CHAINS>(acc_s, m, l, rescale, scale_log2, kv_first + j, lane, k_len,
+                                                            q0 + 64 * w, qrow);
             };
             if constexpr (!OVERLAP) {
                 for (int j = 0; j < kv_tiles; ++j) {
@@ -674,16 +691,22 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
                 // tensor cores do that P V; O is rescaled for tile j - 1's maximum between the two issues (under
                 // Q K^T). K and V have their own stages' barriers, so this works from one stage up.
                 // With PINGPONG each issue (the first Q K^T, each pair, the last P V: kv_tiles + 1 of them a unit)
-                // waits for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring). The
-                // ring runs on across units (every warpgroup takes the same units, so as many turns): the first
-                // turn of a unit follows the last of the unit before, and a warpgroup done with its last P V starts
-                // its next unit while the others finish theirs (see turn_ring below).
+                // waits for this warpgroup's turn and then hands the turn to the next (w + 1, round the ring).
+                // RING_ONCE, the ring runs on across units (every warpgroup takes the same units, so as many turns):
+                // the first turn of a unit follows the last of the unit before, and a warpgroup done with its last
+                // P V starts its next unit while the others finish theirs; else the last warpgroup keeps the unit's
+                // last turn and opens the ring again at the next unit (see turn_ring above).
                 auto my_turn = [&] {
                     if constexpr (PINGPONG) ac::named_barrier_sync(TURN_BARRIER + w, 256);
                 };
+                int turns_left = kv_tiles + 1;  // (the last warpgroup's, where the ring closes a unit)
                 auto pass_turn = [&] {
-                    if constexpr (PINGPONG) ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+                    if constexpr (PINGPONG) {
+                        if (RING_ONCE || w != CONSUMERS - 1 || --turns_left > 0)
+                            ac::named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256);
+                    }
                 };
+                if constexpr (PINGPONG && !RING_ONCE) turn_ring(true);
                 ac::mbarrier_wait_parity(&full_k[stage(0)], phase(0), {"attention_wgmma", "full_k", stage(0)});
                 AT_CONSUMER(0, K_READY);
                 ac::accumulator_fence(acc_s);
@@ -812,7 +835,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS_OF<D> + 1), 1)
             stage_done();  // HOLD_LAST: the unit's last stage may be refilled
         }
     }
-    turn_ring(false);
+    if constexpr (RING_ONCE) turn_ring(false);
     if (O_BUFFER && t == 0) ac::bulk_wait_group_read<0>();  // the last stores have read the buffer before it goes
     AT_MARK(2, w == 0 && t == 0);
 }

@@ -1059,11 +1059,12 @@ def _merge_pieces(acc_o, m, l_, counter, partial, tail: int, piece: int, pieces:
 def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int, d: int,
                  stages: int, causal: bool, scale_log2: float, dtype: str, tma_policy: str, order,
                  smem_base: int, overlap: bool, pingpong: bool, consumers: int, keys: int, *, persistent: bool = False,
-                 o_buffer: bool = False, pieces: int = 1, workspace=None, finishes: list | None = None) -> None:
+                 o_buffer: bool = False, pieces: int = 1, workspace=None, finishes: list | None = None,
+                 ring_once: bool = True) -> None:
     """One block of the kernel attention_wgmma<T, D, STAGES, CAUSAL> built with ASYNCCOPY_ATTN_OVERLAP =
     ``overlap``, ASYNCCOPY_ATTN_PINGPONG = ``pingpong``, ``consumers`` consumer warpgroups (ASYNCCOPY_ATTN_CONSUMERS),
     ``keys`` keys a K/V tile (ASYNCCOPY_ATTN_BN), ASYNCCOPY_ATTN_PERSISTENT = ``persistent`` and (with it)
-    ASYNCCOPY_ATTN_O_BUFFER = ``o_buffer``. ``units``: the
+    ASYNCCOPY_ATTN_O_BUFFER = ``o_buffer``, ASYNCCOPY_ATTN_RING = ``ring_once``. ``units``: the
     (qt, h, b, tail, piece) of the units the block takes, in order (tail -1, piece 0: a whole item; else piece
     ``piece`` of the key split's item ``tail``, as split_blocks gives them): one (its blockIdx's), or (persistent) its
     own and those it took from the unit counter after it. qt_bits [batch][heads][q_len][D] etc.: the tensors the maps
@@ -1166,17 +1167,20 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 bar.arrive()
                 yield None
 
-        def turn_ring(opening: bool):
-            # .cu "turn_ring(open)": the last warpgroup hands warpgroup 0 its first turn as the block starts, and
-            # warpgroup 0 takes the turn the last one passes after its very last issue as the block ends
-            if pingpong and overlap:
-                if opening and w == consumers - 1:
-                    turn_bar[0].arrive(128)
-                    yield None
-                if not opening and w == 0:
-                    yield from turn_bar[0].sync(128)
+        ring_once_here = pingpong and overlap and ring_once  # .cu RING_ONCE
 
-        yield from turn_ring(True)
+        def turn_ring(opening: bool):
+            # .cu "turn_ring(open)": the last warpgroup hands warpgroup 0 its first turn (RING_ONCE: as the block
+            # starts, else at each unit's start), and (RING_ONCE) warpgroup 0 takes the turn the last one passes after
+            # its very last issue as the block ends
+            if opening and w == consumers - 1:
+                turn_bar[0].arrive(128)
+                yield None
+            if not opening and w == 0:
+                yield from turn_bar[0].sync(128)
+
+        if ring_once_here:
+            yield from turn_ring(True)
         j0 = 0
         for n in range(len(units) + (1 if persistent else 0)):
             yield Wait(full_q, n & 1)  # .cu "mbarrier_wait_parity(&full_q, n & 1u, ...)"
@@ -1236,15 +1240,23 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 # .cu OVERLAP: Q K^T of tile j issued with P V of tile j - 1 (O rescaled between the two issues), tile
                 # j's softmax under that P V; with PINGPONG each issue waits for the warpgroup's turn (bar.sync
                 # TURN_BARRIER + w, 256) and passes it (bar.arrive TURN_BARRIER + (w + 1) % CONSUMERS, 256), the ring
-                # running on across units (turn_ring opens and closes it once a block)
+                # running on across units (RING_ONCE: turn_ring opens and closes it once a block) or opened at each
+                # unit's start with the last warpgroup keeping the unit's last turn
                 def my_turn():
                     if pingpong:
                         yield from turn_bar[w].sync(128)
 
-                def pass_turn():  # .cu "named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256)"
-                    if pingpong:
-                        turn_bar[(w + 1) % consumers].arrive(128)
-                        yield None
+                turns_left = [kv_tiles + 1]
+
+                def pass_turn(turns_left=turns_left):  # .cu "if (RING_ONCE || w != CONSUMERS - 1 || --turns_left > 0)
+                    if pingpong:  # named_barrier_arrive(TURN_BARRIER + (w + 1) % CONSUMERS, 256)"
+                        turns_left[0] -= 1
+                        if ring_once_here or w != consumers - 1 or turns_left[0] > 0:
+                            turn_bar[(w + 1) % consumers].arrive(128)
+                            yield None
+
+                if pingpong and not ring_once_here:
+                    yield from turn_ring(True)
 
                 yield Wait(full_k[stage(0)], phase(0))
                 yield from my_turn()
@@ -1348,7 +1360,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                         yield from epilogue()
 
                 finishes.append((tail, piece, w, finish(), tma))
-                yield from turn_ring(False)  # (before the merge here, after it in the kernel: the two are independent)
+                if ring_once_here:  # (before the merge here, after it in the kernel: the two are independent)
+                    yield from turn_ring(False)
                 return
             yield from epilogue()
             if hold_last:  # .cu "stage_done(): release(&empty_k[sl]); if (!O_IN_K) release(&empty_v[sl]);" once the
@@ -1356,7 +1369,8 @@ def _wgmma_block(qt_bits, kt_bits, vt_bits, out, lse, writes, units, group: int,
                 yield from release(empty_k[sl])
                 if not o_in_k:
                     yield from release(empty_v[sl])
-        yield from turn_ring(False)
+        if ring_once_here:
+            yield from turn_ring(False)
 
     agents = {"producer": producer(), **{w: consumer(w) for w in range(consumers)}}
     run_agents(agents, tuple(order) + tuple(n for n in agents if n not in order), tma)
@@ -1385,7 +1399,8 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
                   dtype: str = "float16", tma: str = "eager", order=("producer", 0, 1), smem_base: int = 96,
                   overlap: bool = False, pingpong: bool = False, consumers: int | None = None,
                   keys: int | None = None, split: tuple[int, int] = (0, 1), finish_order=None,
-                  persistent: int | None = None, takers: int | None = None, o_buffer: bool = False):
+                  persistent: int | None = None, takers: int | None = None, o_buffer: bool = False,
+                  ring_once: bool | None = None):
     """attention_wgmma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D]: (out, lse).
     ``order``: the scheduling priority of the producer and the consumer warpgroups 0, 1; ``smem_base``:
     the dynamic shared memory's address (the static mbarriers come first; any 16-byte multiple);
@@ -1404,7 +1419,9 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     a random block for each, so that some blocks take many and some none). The blocks run one after another (they
     share nothing but the outputs and the key split's workspace); with ``split`` their units are the split grid's, and
     a piece merges as it finishes (``finish_order`` is the default build's). ``o_buffer``: the persistent build with
-    ASYNCCOPY_ATTN_O_BUFFER (O staged in a buffer of its own after the stages, every stage handed back as it is read)."""
+    ASYNCCOPY_ATTN_O_BUFFER (O staged in a buffer of its own after the stages, every stage handed back as it is read).
+    ``ring_once``: ASYNCCOPY_ATTN_RING (with ``pingpong``: the turn ring run on across a block's units; None: the
+    kernel's default, without the causal mask only)."""
     if pingpong and not overlap:
         raise ValueError("the ping-pong alternates the issue of both products: build with OVERLAP too")
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
@@ -1419,6 +1436,7 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
     writes = np.zeros(qb.shape, dtype=np.int64)
     consumers = consumers or default_consumers(d)
     keys = keys or default_keys(d, causal)
+    ring_once = not causal if ring_once is None else bool(ring_once)
     q_tiles = -(-q_len // (64 * consumers))
     k_len = kb.shape[2]
     # attention_launch._plan: "items = -(-p.q_len // bm) * p.heads * p.batch"; "tail, pieces = min(tail, items,
@@ -1452,13 +1470,14 @@ def emulate_wgmma(q, k, v, causal: bool = False, scale: float | None = None, sta
         for units in taken:
             _wgmma_block(qb, kb, vb, out, lse, writes, [ordered[u] for u in units], group, d, stages, causal,
                          scale_log2, dtype, tma, order, smem_base, overlap, pingpong, consumers, keys, persistent=True,
-                         o_buffer=o_buffer, pieces=pieces if split_grid else 1, workspace=(counter, partial))
+                         o_buffer=o_buffer, pieces=pieces if split_grid else 1, workspace=(counter, partial),
+                         ring_once=ring_once)
     else:
         finishes: list = []
         for unit in ordered:
             _wgmma_block(qb, kb, vb, out, lse, writes, [unit], group, d, stages, causal, scale_log2, dtype, tma,
                          order, smem_base, overlap, pingpong, consumers, keys, pieces=pieces if split_grid else 1,
-                         workspace=(counter, partial), finishes=finishes)
+                         workspace=(counter, partial), finishes=finishes, ring_once=ring_once)
         for _, _, w, gen, block_tma in _finishing(finishes, finish_order):
             run_agents({w: gen}, (w,), block_tma)
     if split_grid:
