@@ -61,9 +61,10 @@ class AttentionKernel:
     # block an SM taking item after item, the next item's Q and first K loading under the last one's end;
     # attention_schedule.with_persistence)
     persistent_masks: tuple[bool, ...] = ()
-    # (TMA kernels) a persistent build stages O in a buffer of its own where that fits beside its stages
-    # (O_BUFFER_KNOB; attention_schedule.with_persistence)
-    o_buffer: bool = False
+    # (TMA kernels; head_dim, tiles) a persistent build stages O in a buffer of its own (O_BUFFER_KNOB) for problems
+    # whose items read at most this many key tiles on average, where the buffer fits beside its stages
+    # (attention_schedule.with_persistence)
+    o_buffer_tiles: tuple[tuple[int, int], ...] = ()
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -138,7 +139,13 @@ KERNELS: dict[str, AttentionKernel] = {
                         # (a bench run): 2048 x 64 311 -> 327, 4096 x 128 556 -> 574, 8192 x 128 603 -> 622. Without
                         # the mask it gave -4% to +4% (8192 x 128 673 -> 647) while it took no key split; with the
                         # split (its pieces after the whole items): see docs/design.md 11b
-                        persistent_masks=(True, False)),
+                        persistent_masks=(True, False),
+                        # O in a buffer of its own against O in the unit's last stage (H100, 2026-12-07, bf16, B 4 x
+                        # H 16, TFLOP/s, two runs; mean key tiles an item): head dim 64 without the mask 1024 345 / 329
+                        # (8), 2048 416 / 408 and 420 / 409 (16), 4096 442 / 440 (32), 8192 455 / 466 and 465 / 478
+                        # (64): the epilogue's wait for every consumer, a fixed cost an item, weighs on short items.
+                        # At head dim 128 the buffer does not fit beside two 176-key stages.
+                        o_buffer_tiles=((64, 16),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
@@ -170,7 +177,7 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
               "consumers2": ((CONSUMERS_KNOB, 2),), "consumers3": ((CONSUMERS_KNOB, 3),),
               "keys128": ((KEYS_KNOB, 128),), "keys176": ((KEYS_KNOB, 176),),
               # a block an SM taking unit after unit, the next unit's Q and K loading under the last one's end
-              "persistent": ((PERSISTENT_KNOB, 1),),
+              "persistent": ((PERSISTENT_KNOB, 1), (O_BUFFER_KNOB, 0)),
               # the same with O staged in a buffer of its own: a warpgroup's epilogue waits for no other
               "obuffer": ((PERSISTENT_KNOB, 1), (O_BUFFER_KNOB, 1)),
               # a chunk of one (batch, head): each head's causal tiles last-first, head after head (the order before)

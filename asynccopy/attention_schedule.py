@@ -115,21 +115,25 @@ def key_split(cfg: AttentionConfig, q_len: int, k_len: int, heads: int, batch: i
     return (items % sms, pieces) if pieces > 1 else (0, 1)
 
 
-def with_persistence(cfg: AttentionConfig, smem_limit: int | None = None) -> AttentionConfig:
+def with_persistence(cfg: AttentionConfig, smem_limit: int | None = None, q_len: int = 0,
+                     k_len: int = 0) -> AttentionConfig:
     """``cfg`` built persistent where its record says so for its mask (AttentionKernel.persistent_masks) and the
     build does not already say: each item's start (Q's and the first K's loads, about a key tile's time) is a large
     share of a short item (a causal grid's many, or short sequences), and a persistent block loads the next item's
     under the last one's end; the dynamic order keeps a causal grid's longest-first balance, and a key split's pieces
-    come after the whole items. With O staged in a buffer of its own where the record says so and it fits
-    ``smem_limit`` bytes a block beside the stages (a warpgroup's epilogue then waits for no other)."""
+    come after the whole items. With O staged in a buffer of its own where the record says it pays for items of that
+    many key tiles (AttentionKernel.o_buffer_tiles: a warpgroup's epilogue then waits for no other, a fixed cost an
+    item) and it fits ``smem_limit`` bytes a block beside the stages."""
     if bool(cfg.causal) not in cfg.record.persistent_masks or PERSISTENT_KNOB in dict(cfg.defines):
         return cfg
     cfg = cfg.with_defines(((PERSISTENT_KNOB, 1),))
-    if cfg.record.o_buffer and smem_limit is not None and O_BUFFER_KNOB not in dict(cfg.defines):
-        buffered = cfg.with_defines(((O_BUFFER_KNOB, 1),))
-        if buffered.smem_bytes + cfg.record.smem_reserve <= smem_limit:
-            return buffered
-    return cfg
+    most = dict(cfg.record.o_buffer_tiles).get(cfg.head_dim)
+    if most is None or smem_limit is None or q_len == 0 or O_BUFFER_KNOB in dict(cfg.defines):
+        return cfg
+    if mean_key_tiles(cfg.tile[0], cfg.keys, q_len, k_len, cfg.causal) > most:
+        return cfg
+    buffered = cfg.with_defines(((O_BUFFER_KNOB, 1),))
+    return buffered if buffered.smem_bytes + cfg.record.smem_reserve <= smem_limit else cfg
 
 
 PINGPONG_KNOB = "ASYNCCOPY_ATTN_PINGPONG"  # the wgmma kernel's consumer warpgroups taking turns to issue (1) or not (0)

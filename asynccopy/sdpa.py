@@ -215,7 +215,7 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
         return with_persistence(with_turns(AttentionConfig(rec.name, p.dtype, p.head_dim,
                                           min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)]),
                                           bool(causal), defines=launch + (() if fit else _narrow(rec))), p.q_len, p.k_len),
-                                limit)
+                                limit, p.q_len, p.k_len)
     stages = check_int(stages, "stages", 1, rec.max_stages)
     if stages > fit_narrow:
         raise ArgumentError(f"{stages} stages of {rec.stage_bytes(p.head_dim, size) // 1024} KiB (head_dim "
@@ -224,7 +224,7 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
     return with_persistence(with_turns(AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
                                       defines=launch + (() if stages <= fit else _narrow(rec))), p.q_len, p.k_len),
-                            limit)
+                            limit, p.q_len, p.k_len)
 
 
 _configured = functools.lru_cache(maxsize=1024)(configure)  # attention()'s, per problem, device and arguments

@@ -97,6 +97,43 @@ def test_configure_takes_wgmma_on_hopper_only():
     assert att.configure(p, A100).kernel == "mma"  # kernel=None: the first record that can take it
 
 
+def test_o_gets_a_buffer_of_its_own_on_short_items_where_it_fits():
+    """with_persistence: O staged in a buffer of its own (ASYNCCOPY_ATTN_O_BUFFER) for problems whose items read at
+    most the record's o_buffer_tiles key tiles on average (head dim 64: 16), where the buffer fits beside the stages
+    (not beside head dim 128's two 176-key stages); a build that says otherwise keeps its word, and the variant
+    `persistent` is O in the last stage whatever the problem."""
+    from asynccopy.attention_kernels import O_BUFFER_KNOB, VARIANTS
+    from asynccopy.attention_schedule import mean_key_tiles
+
+    def cfg(q_len, k_len, d, causal, stages=None):
+        return att.configure(att.Problem(4, 16, 16, q_len, k_len, d, "bfloat16"), H200, kernel="wgmma", causal=causal,
+                             stages=stages)
+
+    assert dict(REC.o_buffer_tiles) == {64: 16}
+    assert mean_key_tiles(192, 128, 2048, 2048, False) == 16 and mean_key_tiles(192, 128, 1000, 2049, False) == 17
+    short, long = cfg(2048, 2048, 64, False), cfg(1000, 2049, 64, False)
+    assert short.o_buffer and short.persistent and not long.o_buffer and long.persistent
+    assert short.tile == long.tile == (192, 128)  # three consumer warpgroups
+    assert short.smem_bytes == long.smem_bytes + 192 * 64 * 2  # O's buffer counts in the shared memory
+    assert cfg(4096, 4096, 64, True).o_buffer is False and cfg(2048, 2048, 64, True).o_buffer  # causal: mean tiles
+    assert not cfg(1024, 1024, 128, False).o_buffer  # 176-key stages: no room
+    for c in (short, cfg(1024, 1024, 64, True)):
+        assert c.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
+        assert not c.with_defines(VARIANTS["wgmma"]["persistent"]).o_buffer
+        assert not c.with_defines(((O_BUFFER_KNOB, 0),)).o_buffer
+    # deeper pipelines asked for: the buffer only where it still fits
+    seen = set()
+    for stages in range(1, REC.max_stages + 1):
+        try:
+            c = cfg(2048, 2048, 64, False, stages)
+        except ArgumentError:
+            continue
+        fits = c.with_defines(((O_BUFFER_KNOB, 1),)).smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
+        assert c.o_buffer == fits, stages
+        seen.add(fits)
+    assert seen == {True, False}
+
+
 def test_tensor_maps_take_extent_one_axes_of_any_stride():
     t = att.Tensor4("k", (1, 1, 300, 64), (7, 3, 64, 1), "bfloat16")
     assert attention_launch._legal_strides(t) == (8, 8, 64, 1)  # never stepped: a legal 16-byte stride instead
