@@ -141,11 +141,13 @@ KERNELS: dict[str, AttentionKernel] = {
                         # split (its pieces after the whole items): see docs/design.md 11b
                         persistent_masks=(True, False),
                         # O in a buffer of its own against O in the unit's last stage (H100, 2026-12-07, bf16, B 4 x
-                        # H 16, TFLOP/s, two runs; mean key tiles an item): head dim 64 without the mask 1024 345 / 329
-                        # (8), 2048 416 / 408 and 420 / 409 (16), 4096 442 / 440 (32), 8192 455 / 466 and 465 / 478
-                        # (64): the epilogue's wait for every consumer, a fixed cost an item, weighs on short items.
-                        # At head dim 128 the buffer does not fit beside two 176-key stages.
-                        o_buffer_tiles=((64, 16),)),
+                        # H 16, TFLOP/s, in one process; mean key tiles an item): head dim 64 without the mask 1024
+                        # 338 / 327 (8), 2048 415 / 412 (16), 3000 430 / 425 (24), 4096 454 / 452 (32), 8192 480 /
+                        # 483 (64); causal 1024 253 / 250 (5), 2048 338 / 325 (9), 3000 383 / 372 (13), 4096 410 /
+                        # 400 (17); two earlier runs: 8192 455 / 466 and 465 / 478. The epilogue's wait for every
+                        # consumer is a fixed cost an item: it weighs on short items. At head dim 128 the buffer does
+                        # not fit beside two 176-key stages.
+                        o_buffer_tiles=((64, 32),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",

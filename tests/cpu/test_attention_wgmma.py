@@ -99,7 +99,7 @@ def test_configure_takes_wgmma_on_hopper_only():
 
 def test_o_gets_a_buffer_of_its_own_on_short_items_where_it_fits():
     """with_persistence: O staged in a buffer of its own (ASYNCCOPY_ATTN_O_BUFFER) for problems whose items read at
-    most the record's o_buffer_tiles key tiles on average (head dim 64: 16), where the buffer fits beside the stages
+    most the record's o_buffer_tiles key tiles on average (head dim 64: 32), where the buffer fits beside the stages
     (not beside head dim 128's two 176-key stages); a build that says otherwise keeps its word, and the variant
     `persistent` is O in the last stage whatever the problem."""
     from asynccopy.attention_kernels import O_BUFFER_KNOB, VARIANTS
@@ -109,13 +109,13 @@ def test_o_gets_a_buffer_of_its_own_on_short_items_where_it_fits():
         return att.configure(att.Problem(4, 16, 16, q_len, k_len, d, "bfloat16"), H200, kernel="wgmma", causal=causal,
                              stages=stages)
 
-    assert dict(REC.o_buffer_tiles) == {64: 16}
-    assert mean_key_tiles(192, 128, 2048, 2048, False) == 16 and mean_key_tiles(192, 128, 1000, 2049, False) == 17
-    short, long = cfg(2048, 2048, 64, False), cfg(1000, 2049, 64, False)
+    assert dict(REC.o_buffer_tiles) == {64: 32}
+    assert mean_key_tiles(192, 128, 4096, 4096, False) == 32 and mean_key_tiles(192, 128, 1000, 4097, False) == 33
+    short, long = cfg(4096, 4096, 64, False), cfg(1000, 4097, 64, False)
     assert short.o_buffer and short.persistent and not long.o_buffer and long.persistent
     assert short.tile == long.tile == (192, 128)  # three consumer warpgroups
     assert short.smem_bytes == long.smem_bytes + 192 * 64 * 2  # O's buffer counts in the shared memory
-    assert cfg(4096, 4096, 64, True).o_buffer is False and cfg(2048, 2048, 64, True).o_buffer  # causal: mean tiles
+    assert cfg(8192, 8192, 64, True).o_buffer is False and cfg(4096, 4096, 64, True).o_buffer  # causal: mean tiles
     assert not cfg(1024, 1024, 128, False).o_buffer  # 176-key stages: no room
     for c in (short, cfg(1024, 1024, 64, True)):
         assert c.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
