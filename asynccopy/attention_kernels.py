@@ -146,7 +146,7 @@ KERNELS: dict[str, AttentionKernel] = {
                         # 483 (64); causal 1024 253 / 250 (5), 2048 338 / 325 (9), 3000 383 / 372 (13), 4096 410 /
                         # 400 (17); two earlier runs: 8192 455 / 466 and 465 / 478. The epilogue's wait for every
                         # consumer is a fixed cost an item: it weighs on short items. At head dim 128 the buffer does
-                        # not fit beside two 176-key stages.
+                        # not fit beside two 176-key stages; with 128-key tiles (causal) it fits but was not timed.
                         o_buffer_tiles=((64, 32),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
@@ -213,6 +213,16 @@ class AttentionConfig:
     def with_defines(self, defines) -> AttentionConfig:
         """This configuration with more compile-time knobs (``defines`` win where both set one)."""
         return replace(self, defines=tuple({**dict(self.defines), **dict(defines)}.items()))
+
+    def with_variant(self, defines, smem_limit: int | None = None) -> AttentionConfig:
+        """This configuration with a variant's knobs on top (VARIANTS): as with_defines, except that an O buffer the
+        launch chose (not the variant) goes where the variant's build would not fit ``smem_limit`` bytes a block
+        with it (a variant of more consumers or wider key tiles needs the room; O is then staged in a stage)."""
+        out = self.with_defines(defines)
+        if smem_limit is not None and out.o_buffer and O_BUFFER_KNOB not in dict(defines) and \
+                out.smem_bytes + out.record.smem_reserve > smem_limit:
+            out = out.with_defines(((O_BUFFER_KNOB, 0),))
+        return out
 
     @property
     def consumers(self) -> int | None:

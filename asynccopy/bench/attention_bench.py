@@ -199,8 +199,9 @@ def configs_for(p: Problem, causal: bool, kernels, stages, facts, variants=()) -
             if defines is not None and p.head_dim not in VARIANT_HEAD_DIMS.get(v, (p.head_dim,)):
                 notes.append((f"{name}+{v}", f"built at head dim {', '.join(map(str, VARIANT_HEAD_DIMS[v]))} only"))
             elif defines is not None:
-                # on top of the configuration's own knobs (a deep pipeline's narrow key tile)
-                out.append((f"{name}+{v}", cfg.with_defines(defines)))
+                # on top of the configuration's own knobs (a deep pipeline's narrow key tile, O's buffer where the
+                # variant's build has room for it)
+                out.append((f"{name}+{v}", cfg.with_variant(defines, facts.smem_per_block_optin)))
     return out, notes
 
 

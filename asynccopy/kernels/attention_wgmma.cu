@@ -125,8 +125,8 @@ constexpr bool PERSISTENT = ASYNCCOPY_ATTN_PERSISTENT != 0;
 //   to the next unit while the others finish their last products, and the wait for its store to have read the buffer
 //   comes at its next epilogue (by then long done). 0 (default): O is staged in the unit's last K / V stage, which
 //   every consumer warpgroup must be done with first (a barrier of all of them) and which goes back to the producer
-//   only when the stores have read it. The launch sets it where the kernel's record asks for it
-//   (AttentionKernel.o_buffer: off until it is timed on a GPU) and the buffer fits beside the stages
+//   only when the stores have read it. The launch sets it on items of few key tiles, where the kernel's record says it
+//   pays (AttentionKernel.o_buffer_tiles: at head dim 64) and the buffer fits beside the stages
 //   (asynccopy.attention_schedule.with_persistence); the Python side counts its bytes (AttentionConfig.smem_bytes).
 #ifndef ASYNCCOPY_ATTN_O_BUFFER
 #define ASYNCCOPY_ATTN_O_BUFFER 0

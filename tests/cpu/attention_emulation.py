@@ -927,7 +927,8 @@ def _softmax_tile(acc_s, m, l_, rescale, scale_log2: float, j: int, lane, k_len:
     fmaxf(mx[r], acc_s[i]) : fminf(mx[r], acc_s[i]); tile_max = quad_extreme<POSITIVE>(mx[r]) * scale_log2; new_m =
     fmaxf(m[r], tile_max); rescale[r] = m[r] == NEG_INF ? 0 : ex2(m[r] - new_m); m[r] = new_m; neg_base[r] = new_m ==
     NEG_INF ? 0 : -new_m; acc_s[i] = ex2(fmaf(acc_s[i], scale_log2, neg_base[r])); sum[r] += acc_s[i]; l[r] = l[r] *
-    rescale[r] + quad_sum(sum[r])"."""
+    rescale[r] + quad_sum(sum[r])", with one chain a row (the kernel's C = 1; with 2 or 4 chains, SOFTMAX_CHAINS, the
+    max is the same and the sum's order of additions differs: float64 here, the kernel's f32 rounding not modelled)."""
     positive = scale_log2 > 0
     masked = NEG_INF if positive else -NEG_INF
     bn = 2 * acc_s.shape[1]

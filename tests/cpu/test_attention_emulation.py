@@ -405,25 +405,29 @@ def test_wgmma_persistent_emulation_matches_sdpa(case, o_buffer):
 
 # The turn ring of the ping-pong (head dim 64) either way in a persistent block: run on across units (RING_ONCE,
 # the default without the mask) or closed and opened again at each unit (the default with it): (batch, heads,
-# kv_heads, q_len, k_len, causal, stages, dtype, blocks, consumers, scheduling priority, ring_once).
+# kv_heads, q_len, k_len, causal, stages, dtype, blocks, consumers, scheduling priority, ring_once, key split: the
+# last items cut along their keys, taken by the persistent blocks after the whole ones, merged by the last piece).
 RING_CASES = [
-    (1, 2, 1, 300, 300, True, 2, "bfloat16", 2, 2, (1, "producer", 0), True),
-    (1, 3, 1, 400, 390, True, 3, "float16", 2, 3, (2, 0, "producer", 1), True),
-    (1, 2, 2, 300, 450, False, 2, "bfloat16", 1, 3, ("producer", 2, 1, 0), False),
-    (2, 2, 1, 129, 260, False, 1, "float16", 3, 2, (0, "producer", 1), False),
+    (1, 2, 1, 300, 300, True, 2, "bfloat16", 2, 2, (1, "producer", 0), True, (0, 1)),
+    (1, 3, 1, 400, 390, True, 3, "float16", 2, 3, (2, 0, "producer", 1), True, (0, 1)),
+    (1, 2, 2, 300, 450, False, 2, "bfloat16", 1, 3, ("producer", 2, 1, 0), False, (0, 1)),
+    (2, 2, 1, 129, 260, False, 1, "float16", 3, 2, (0, "producer", 1), False, (0, 1)),
+    (1, 3, 1, 130, 700, False, 2, "bfloat16", 2, 3, (1, "producer", 0, 2), False, (2, 3)),
+    (1, 2, 1, 64, 600, False, 1, "float16", 1, 2, ("producer", 1, 0), True, (1, 4)),
 ]
 
 
 @pytest.mark.parametrize("case", RING_CASES, ids=lambda c: f"b{c[0]}h{c[1]}-q{c[3]}-k{c[4]}-"
-                         f"{'causal' if c[5] else 'full'}-s{c[6]}-blocks{c[8]}-c{c[9]}-ring{'once' if c[11] else 'unit'}")
+                         f"{'causal' if c[5] else 'full'}-s{c[6]}-blocks{c[8]}-c{c[9]}-ring{'once' if c[11] else 'unit'}"
+                         f"-split{c[12][0]}x{c[12][1]}")
 def test_wgmma_persistent_turn_ring_either_way(case):
     """Every bar.sync of a turn barrier meets one bar.arrive, over all of a block's units, whether the ring runs on
     across them or closes at each (an extra or a missing pass leaves a warpgroup waiting, or one turn early: the
     emulation's named barriers check both)."""
-    b, h, hk, lq, lk, causal, stages, dtype, blocks, consumers, order, ring_once = case
+    b, h, hk, lq, lk, causal, stages, dtype, blocks, consumers, order, ring_once, split = case
     q, k, v = inputs(b, h, hk, lq, lk, 64, dtype, seed=lq * 1000 + lk + 5)
     out, lse = emu.emulate_wgmma(q, k, v, causal, None, stages, dtype=dtype, order=order, overlap=True, pingpong=True,
-                                 consumers=consumers, persistent=blocks, ring_once=ring_once)
+                                 consumers=consumers, persistent=blocks, ring_once=ring_once, split=split)
     check(out, lse, q, k, v, causal, None, dtype)
 
 

@@ -116,7 +116,19 @@ def test_o_gets_a_buffer_of_its_own_on_short_items_where_it_fits():
     assert short.tile == long.tile == (192, 128)  # three consumer warpgroups
     assert short.smem_bytes == long.smem_bytes + 192 * 64 * 2  # O's buffer counts in the shared memory
     assert cfg(8192, 8192, 64, True).o_buffer is False and cfg(4096, 4096, 64, True).o_buffer  # causal: mean tiles
-    assert not cfg(1024, 1024, 128, False).o_buffer  # 176-key stages: no room
+    assert not cfg(1024, 1024, 128, False).o_buffer and not cfg(1024, 1024, 128, True).o_buffer  # none at 128
+    # a variant on top keeps the launch's buffer where its build has room for it, and drops it where not (three
+    # consumers at 6 stages of a problem the launch gives two); a variant that asks for the buffer keeps it
+    from asynccopy.attention_kernels import CONSUMERS_KNOB
+    two = cfg(1024, 1024, 64, True, 6)
+    assert two.o_buffer and two.consumers == 2
+    assert two.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
+    limit = H200.smem_per_block_optin
+    three = two.with_variant(VARIANTS["wgmma"]["consumers3"], limit)
+    assert three.consumers == 3 and not three.o_buffer and three.smem_bytes + REC.smem_reserve <= limit
+    assert two.with_defines(VARIANTS["wgmma"]["consumers3"]).smem_bytes + REC.smem_reserve > limit
+    assert two.with_variant(VARIANTS["wgmma"]["serial"], limit).o_buffer
+    assert two.with_variant(((CONSUMERS_KNOB, 3), (O_BUFFER_KNOB, 1)), limit).o_buffer  # asked for: kept (won't fit)
     for c in (short, cfg(1024, 1024, 64, True)):
         assert c.smem_bytes + REC.smem_reserve <= H200.smem_per_block_optin
         assert not c.with_defines(VARIANTS["wgmma"]["persistent"]).o_buffer
@@ -214,6 +226,27 @@ def test_the_persistent_build_keeps_its_key_loops_in_registers(d, stages, causal
         att.launch(base, p, None, None, None, None, 0, 0.125, stream=None, facts=H200, blocks=3)
     split = attention_launch.key_split(cfg, 1000, 8000, 4, 1, 132)
     assert split == attention_launch.key_split(base, 1000, 8000, 4, 1, 132) and (split == (0, 1)) == causal
+
+
+@pytest.mark.parametrize("d, causal, knob, value", [(64, False, "ASYNCCOPY_ATTN_RING", 0),
+                                                     (64, True, "ASYNCCOPY_ATTN_RING", 1),
+                                                     (64, False, "ASYNCCOPY_ATTN_CHAINS", 2),
+                                                     (64, True, "ASYNCCOPY_ATTN_CHAINS", 4),
+                                                     (128, False, "ASYNCCOPY_ATTN_CHAINS", 2)])
+def test_the_ring_and_chain_knobs_build_what_the_default_does_not(d, causal, knob, value):
+    """The persistent build with the other turn ring (ASYNCCOPY_ATTN_RING: across units, or closed at each) or
+    another count of softmax chains (ASYNCCOPY_ATTN_CHAINS) than the default for its mask: a different binary (the
+    knob is read), its key loops in registers: all but the per-unit ring without the mask, whose per-thread turn count
+    beside the key split's second instance takes a word of stack into a key loop (the reason the ring runs on across
+    units there; docs/design.md 11b)."""
+    base = AttentionConfig("wgmma", "bfloat16", d, 2, causal, defines=(("ASYNCCOPY_ATTN_PERSISTENT", 1),))
+    other = base.with_defines(((knob, value),))
+    sass, other_sass = base.compile("sm_90a").sass(), other.compile("sm_90a").sass()
+    assert other_sass != sass
+    if knob == "ASYNCCOPY_ATTN_RING" and not causal:
+        return
+    for body in build.innermost_loops(other_sass):
+        assert not [op for op in body if re.match(r"(?:@!?U?P\w+\s+)?(LDL|STL)", op)], "local memory in a key loop"
 
 
 def test_a_deep_pipeline_asked_for_takes_the_kernel_that_fits_it():

@@ -239,7 +239,8 @@ def _variant_matches_float64(torch, facts, rng, kernel, variant, shape, causal, 
     stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = att.configure(p, facts, kernel=kernel, stages=stages, causal=causal).with_defines(VARIANTS[kernel][variant])
+    cfg = att.configure(p, facts, kernel=kernel, stages=stages, causal=causal).with_variant(
+        VARIANTS[kernel][variant], facts.smem_per_block_optin)
     if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:
         with pytest.raises(att.ArgumentError, match="bytes of shared memory a block"):
             att.launch(cfg, p, tq, tk, tv, tq, 0, scale, stream=stream, facts=facts)
@@ -360,7 +361,7 @@ def test_a_persistent_block_takes_unit_after_unit(torch, facts, rng, shape, caus
     tq, tk, tv = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v)))
     p = att.check_inputs(tq, tk, tv)
     cfg = att.configure(p, facts, kernel="wgmma", causal=causal, stages=stages)
-    cfg = cfg.with_defines(VARIANTS["wgmma"][variant] + extra)
+    cfg = cfg.with_variant(VARIANTS["wgmma"][variant] + extra, facts.smem_per_block_optin)
     if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # O's buffer beside 176-key stages
         cfg = cfg.with_defines(((KEYS_KNOB, 128),))
     assert cfg.persistent and cfg.o_buffer == (variant == "obuffer")

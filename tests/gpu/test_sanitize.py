@@ -256,7 +256,8 @@ def test_attention_variants(cupy, facts, causal, variant):
     stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
     tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
     p = att.check_inputs(tq, tk, tv)
-    cfg = att.configure(p, facts, kernel=kernel, stages=2, causal=causal).with_defines(VARIANTS[kernel][variant])
+    cfg = att.configure(p, facts, kernel=kernel, stages=2, causal=causal).with_variant(VARIANTS[kernel][variant],
+                                                                                       facts.smem_per_block_optin)
     if variant in ("persistent", "obuffer"):
         assert cfg.persistent and cfg.o_buffer == (variant == "obuffer")
         att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts, blocks=2)
