@@ -1,0 +1,61 @@
+"""scripts/attention_variants.py without a GPU: a variant's -D macros replace the problem's own knobs or (with '+')
+go on top of them; a source copy of the kernel is built with the problem's knobs under its own name; bad arguments
+are refused by name."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from asynccopy import device
+from asynccopy.errors import ArgumentError
+from asynccopy.sdpa import KERNELS, Problem
+
+SCRIPT = Path(__file__).parent.parent.parent / "scripts" / "attention_variants.py"
+H200 = device.lookup("H200")
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("attention_variants", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_variant_replaces_the_problems_knobs_unless_it_starts_with_a_plus():
+    av = _script()
+    assert av.parse_variant("base:+") == ("base", (), {"extend": "1"})
+    assert av.parse_variant("bare") == ("bare", (), {})
+    name, macros, launch = av.parse_variant("r0:+ASYNCCOPY_ATTN_RING=0,stages=2")
+    assert (name, macros, launch) == ("r0", (("ASYNCCOPY_ATTN_RING", "0"),), {"extend": "1", "stages": "2"})
+    for bad in (":+X=1", "v:X", "v:X=", "v:=1"):
+        with pytest.raises(ArgumentError, match="--variant"):
+            av.parse_variant(bad)
+    p = Problem(4, 16, 16, 2048, 2048, 64, "bfloat16")
+    got = dict(av.configs(p, False, H200, "wgmma", [av.parse_variant(v) for v in
+                                                     ("base:+", "bare", "r0:+ASYNCCOPY_ATTN_RING=0,stages=2")]))
+    own = dict(got["base"].defines)
+    assert own["ASYNCCOPY_ATTN_PERSISTENT"] == 1 and got["bare"].defines == () and not got["bare"].persistent
+    assert dict(got["r0"].defines) == {**own, "ASYNCCOPY_ATTN_RING": "0"} and got["r0"].stages == 2
+    assert got["base"].stages == KERNELS["wgmma"].default_stages[0]
+
+
+def test_a_source_copy_is_built_with_the_problems_knobs_under_its_own_name(tmp_path):
+    av = _script()
+    copy = tmp_path / "before.cu"
+    copy.write_text((Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_wgmma.cu").read_text())
+    try:
+        av.add_source("before", str(copy), "wgmma")
+        assert KERNELS["before"].source == str(copy.resolve()) and KERNELS["before"].template == \
+            KERNELS["wgmma"].template
+        p = Problem(1, 2, 2, 300, 300, 128, "bfloat16")
+        (name, cfg), = av.configs(p, True, H200, "wgmma", [], ["before"])
+        base = av.configs(p, True, H200, "wgmma", [av.parse_variant("base:+")])[0][1]
+        assert name == "before" and cfg.kernel == "before" and cfg.defines == base.defines
+        assert "attention_wgmma<" in cfg.name_expression()
+        with pytest.raises(ArgumentError, match="already a kernel's name"):
+            av.add_source("before", str(copy), "wgmma")
+        with pytest.raises(ArgumentError, match="no such file"):
+            av.add_source("other", str(tmp_path / "missing.cu"), "wgmma")
+    finally:
+        KERNELS.pop("before", None)
