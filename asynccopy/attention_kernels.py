@@ -219,10 +219,14 @@ class AttentionConfig:
         launch chose (not the variant) goes where the variant's build would not fit ``smem_limit`` bytes a block
         with it (a variant of more consumers or wider key tiles needs the room; O is then staged in a stage)."""
         out = self.with_defines(defines)
-        if smem_limit is not None and out.o_buffer and O_BUFFER_KNOB not in dict(defines) and \
-                out.smem_bytes + out.record.smem_reserve > smem_limit:
+        if smem_limit is not None and out.o_buffer and O_BUFFER_KNOB not in dict(defines) and not out.fits(smem_limit):
             out = out.with_defines(((O_BUFFER_KNOB, 0),))
         return out
+
+    def fits(self, smem_limit: int) -> bool:
+        """Its shared memory (stages, Q's and O's buffers where it has them) and the record's reserve within
+        ``smem_limit`` bytes a block (as fit() counts)."""
+        return self.smem_bytes + self.record.smem_reserve <= smem_limit
 
     @property
     def consumers(self) -> int | None:

@@ -76,7 +76,7 @@ def _plan(cfg: AttentionConfig, p, facts, hang_ns: int, split: tuple[int, int] |
           blocks: int | None = None) -> _Plan:
     """The launch of ``cfg`` for problem ``p``: its grid, and for the TMA kernel the last wave's items cut along their
     keys (attention_schedule.key_split, or ``split``), their pieces' partials and counters in the stream's workspace."""
-    if cfg.smem_bytes + cfg.record.smem_reserve > facts.smem_per_block_optin:  # as fit() counts (static barriers)
+    if not cfg.fits(facts.smem_per_block_optin):  # as fit() counts (static barriers)
         raise ArgumentError(f"{cfg.stages} stages of {cfg.kernel} at head dim {cfg.head_dim} in {cfg.tile[0]} x {cfg.tile[1]} "
                             f"tiles need {cfg.smem_bytes} bytes of shared memory a block and {cfg.record.smem_reserve} "
                             f"beside; {facts.name} allows {facts.smem_per_block_optin}")

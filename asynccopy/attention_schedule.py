@@ -133,7 +133,7 @@ def with_persistence(cfg: AttentionConfig, smem_limit: int | None = None, q_len:
     if mean_key_tiles(cfg.tile[0], cfg.keys, q_len, k_len, cfg.causal) > most:
         return cfg
     buffered = cfg.with_defines(((O_BUFFER_KNOB, 1),))
-    return buffered if buffered.smem_bytes + cfg.record.smem_reserve <= smem_limit else cfg
+    return buffered if buffered.fits(smem_limit) else cfg
 
 
 PINGPONG_KNOB = "ASYNCCOPY_ATTN_PINGPONG"  # the wgmma kernel's consumer warpgroups taking turns to issue (1) or not (0)

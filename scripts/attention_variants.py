@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from asynccopy import device
-from asynccopy.bench import attention_bench, attention_cases
+from asynccopy.bench import attention_bench, attention_cases, harness
 from asynccopy.bench.harness import median, sweep
 from asynccopy.errors import ArgumentError
 from asynccopy.sdpa import KERNELS, Problem, configure
@@ -34,23 +34,8 @@ LAUNCH_KEYS = ("stages",)  # a variant's settings that are the launch's, not -D 
 
 
 def parse_variant(text: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, str]]:
-    """(name, -D macros, launch settings); a leading '+' on the macros keeps the problem's own knobs
-    (launch["extend"] = "1")."""
-    name, _, macros = text.partition(":")
-    if not name:
-        raise ArgumentError(f"--variant {text!r}: a variant needs a name (NAME[:MACRO=VALUE,...])")
-    pairs, launch = [], {}
-    if macros.startswith("+"):
-        macros, launch["extend"] = macros[1:], "1"
-    for item in filter(None, macros.split(",")):
-        key, eq, value = item.partition("=")
-        if not key or not eq or not value:
-            raise ArgumentError(f"--variant {text!r}: {item!r} is not MACRO=VALUE")
-        if key in LAUNCH_KEYS:
-            launch[key] = value
-        else:
-            pairs.append((key, value))
-    return name, tuple(pairs), launch
+    """(name, -D macros, launch settings): harness.parse_variant with this script's launch keys."""
+    return harness.parse_variant(text, LAUNCH_KEYS)
 
 
 def add_source(name: str, path: str, kernel: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from asynccopy import device, matmul
 from asynccopy.bench import gemm_bench
-from asynccopy.bench.harness import median, settle, time_ms
+from asynccopy.bench.harness import median, parse_variant, settle, time_ms
 
 LAUNCH_KEYS = ("stages", "stream_k")  # a variant's settings that are the launch's, not -D macros
 
@@ -35,19 +35,8 @@ def variant_defines(own: tuple, macros: tuple, extend: bool) -> tuple:
 
 
 def _variant(text: str) -> tuple[str, tuple[tuple[str, str], ...], dict[str, str]]:
-    """(name, -D macros, launch settings); a leading '+' on the macros keeps the configuration's own knobs
-    (launch["extend"] = "1")."""
-    name, _, macros = text.partition(":")
-    pairs, launch = [], {}
-    if macros.startswith("+"):
-        macros, launch["extend"] = macros[1:], "1"
-    for item in filter(None, macros.split(",")):
-        key, _, value = item.partition("=")
-        if key in LAUNCH_KEYS:
-            launch[key] = value
-        else:
-            pairs.append((key, value or None))
-    return name, tuple(pairs), launch
+    """(name, -D macros, launch settings): harness.parse_variant with this script's launch keys."""
+    return parse_variant(text, LAUNCH_KEYS)
 
 
 def main(argv=None) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..buffers import Scratch, hold
 from ..device import DeviceFacts
+from ..errors import ArgumentError
 
 HOLD_LIMIT_S = 0.2  # the longest head start given to the host (util.cu, hold)
 
@@ -277,3 +278,25 @@ def _sweep_rounds(cases: list[Case], stream, *, warmup: int, reps: int, rounds: 
         figures = case.describe(samples) if case.describe else " ".join(f"{median(s):.3f}" for s in samples.values()) + " ms"
         progress(f"{case.label}: {figures}")
     return out
+
+
+def parse_variant(text: str, launch_keys: tuple[str, ...] = ()) -> tuple[str, tuple[tuple[str, str], ...],
+                                                                         dict[str, str]]:
+    """A maintainer script's compile-time variant, NAME[:[+]MACRO=VALUE,...] (scripts/gemm_variants.py,
+    scripts/attention_variants.py): (name, -D macros, launch settings). A leading '+' on the macros keeps the
+    configuration's own knobs (launch["extend"] = "1"); a key in ``launch_keys`` is the launch's, not a macro."""
+    name, _, macros = text.partition(":")
+    if not name:
+        raise ArgumentError(f"--variant {text!r}: a variant needs a name (NAME[:MACRO=VALUE,...])")
+    pairs, launch = [], {}
+    if macros.startswith("+"):
+        macros, launch["extend"] = macros[1:], "1"
+    for item in filter(None, macros.split(",")):
+        key, eq, value = item.partition("=")
+        if not key or not eq or not value:
+            raise ArgumentError(f"--variant {text!r}: {item!r} is not MACRO=VALUE")
+        if key in launch_keys:
+            launch[key] = value
+        else:
+            pairs.append((key, value))
+    return name, tuple(pairs), launch

@@ -2,7 +2,6 @@
 go on top of them; a source copy of the kernel is built with the problem's knobs under its own name; bad arguments
 are refused by name."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -10,16 +9,13 @@ import pytest
 from asynccopy import device
 from asynccopy.errors import ArgumentError
 from asynccopy.sdpa import KERNELS, Problem
+from tests.cpu import scripts
 
-SCRIPT = Path(__file__).parent.parent.parent / "scripts" / "attention_variants.py"
 H200 = device.lookup("H200")
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("attention_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("attention_variants")
 
 
 def test_a_variant_replaces_the_problems_knobs_unless_it_starts_with_a_plus():

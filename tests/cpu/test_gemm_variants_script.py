@@ -1,17 +1,15 @@
 """scripts/gemm_variants.py's variant syntax without a GPU: a variant's -D macros replace the shape's own knobs, or
 with '+' are set on top of them (so that a knob is timed on the default configuration, pairs and all)."""
 
-import importlib.util
-from pathlib import Path
 
-SCRIPT = Path(__file__).parent.parent.parent / "scripts" / "gemm_variants.py"
+import pytest
+
+from asynccopy.errors import ArgumentError
+from tests.cpu import scripts
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("gemm_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("gemm_variants")
 
 
 def test_a_variant_replaces_the_shapes_knobs_unless_it_starts_with_a_plus():
@@ -26,3 +24,6 @@ def test_a_variant_replaces_the_shapes_knobs_unless_it_starts_with_a_plus():
     assert got == {"ASYNCCOPY_WGMMA_CLUSTER": 2, "ASYNCCOPY_WGMMA_SHARE": "1", "ASYNCCOPY_WGMMA_EPI_BUFS": "2",
                    "ASYNCCOPY_WGMMA_PREFETCH_MAPS": "1"}
     assert gv._variant("base") == ("base", (), {})
+    for bad, why in ((":X=1", "needs a name"), ("v:X", "is not MACRO=VALUE"), ("v:X=", "is not MACRO=VALUE")):
+        with pytest.raises(ArgumentError, match=why):
+            gv._variant(bad)

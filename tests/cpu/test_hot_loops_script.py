@@ -1,11 +1,8 @@
 """scripts/hot_loops.py and the loop finder it reads SASS with (asynccopy.build.innermost_loops), without a GPU."""
 
-import importlib.util
-from pathlib import Path
 
 from asynccopy import build
-
-SCRIPT = Path(__file__).parent.parent.parent / "scripts" / "hot_loops.py"
+from tests.cpu import scripts
 
 # cuobjdump's shape of SASS: an outer loop (0x10-0x70) holding an inner one (0x20-0x50) that issues HMMA, a loop
 # without tensor work (0x80-0x90), and a wait's retry after EXIT that jumps back into the code (not a loop of it).
@@ -28,10 +25,7 @@ SASS = """
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("hot_loops", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("hot_loops")
 
 
 def test_the_innermost_loop_issuing_the_opcodes_is_found_with_its_predicated_instructions():
@@ -51,7 +45,7 @@ def test_the_script_reports_a_builds_registers_and_its_hot_loop(capsys):
     assert len(loops) == 1 and "(HMMA 128" in loops[0] and "LDL 0, STL 0" in loops[0]
     assert hot.main(["--only", "no such build"]) == 2
     assert "no build's name holds all of 'no such build'" in capsys.readouterr().err
-    assert hot.main(["--nvrtc-dir", str(SCRIPT.parent)]) == 2  # no libnvrtc.so.13 there
-    assert f"no libnvrtc.so.13 in {SCRIPT.parent}" in capsys.readouterr().err
+    assert hot.main(["--nvrtc-dir", str(scripts.SCRIPTS)]) == 2  # no libnvrtc.so.13 there
+    assert f"no libnvrtc.so.13 in {scripts.SCRIPTS}" in capsys.readouterr().err
     names = [name for name, _ in hot.builds([])]
     assert len(names) == 11 and sum(name.startswith("attention") for name in names) == 8
