@@ -83,11 +83,15 @@ class AttentionKernel:
         c = consumers or self.consumers_for(head_dim)
         return (64 * c if c else self.tile[0], keys or self.tile[1])
 
-    def threads_for(self, head_dim: int, consumers: int | None = None, pieces: int | None = None) -> int:
+    def threads_for(self, head_dim: int, consumers: int | None = None, pieces: int | None = None,
+                    queries: int | None = None) -> int:
         """Threads a block: a producer and ``consumers`` warpgroups, or (mma) the record's warps over the row
-        pieces a warp owns (``pieces``, default the record's at this head dim)."""
+        pieces a warp owns (``pieces``, default the record's at this head dim), for ``queries`` queries a block
+        (default tile[0])."""
         c = consumers or self.consumers_for(head_dim)
-        return 128 * (c + 1) if c else self.threads // (pieces or self.pieces_for(head_dim))
+        if c:
+            return 128 * (c + 1)
+        return self.threads * (queries or self.tile[0]) // self.tile[0] // (pieces or self.pieces_for(head_dim))
 
     def stage_bytes(self, head_dim: int, itemsize: int = 2, keys: int | None = None) -> int:
         """One stage: a K and a V tile (of ``keys`` keys, default tile[1]). (The mma kernel with 16 rows a warp
@@ -96,14 +100,14 @@ class AttentionKernel:
         return 2 * (keys or self.tile[1]) * head_dim * itemsize
 
     def static_bytes(self, head_dim: int, itemsize: int = 2, consumers: int | None = None,
-                     pieces: int | None = None, q_own: bool | None = None) -> int:
+                     pieces: int | None = None, q_own: bool | None = None, queries: int | None = None) -> int:
         """Dynamic shared memory beside the stages: Q's tile and the alignment slack, where it has them (the
         mma kernel's Q with 32 rows a warp, ``pieces`` = 2, default the record's at this head dim; or where
         ``q_own`` says so: its Q kept in shared memory at 16 rows a warp too)."""
         if self.q_smem:
             return self.tile_for(head_dim, consumers)[0] * head_dim * itemsize + 1024
         own = q_own if q_own is not None else (pieces or self.pieces_for(head_dim)) == 2
-        return self.tile[0] * head_dim * itemsize if own else 0
+        return (queries or self.tile[0]) * head_dim * itemsize if own else 0
 
     def fit(self, head_dim: int, smem_limit: int, itemsize: int = 2, consumers: int | None = None,
             keys: int | None = None) -> int:
@@ -168,6 +172,7 @@ KERNELS: dict[str, AttentionKernel] = {
 # the -D macros (the kernel file's header says what each does).
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
+MMA_BM_KNOB = "ASYNCCOPY_ATTN_MMA_BM"  # attention_mma.cu's queries a block (128; 64: half the warps, two blocks an SM)
 MMA_QSMEM_KNOB = "ASYNCCOPY_ATTN_MMA_QSMEM"  # its Q in shared memory of its own (1), in registers (0), by rows (-1)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
@@ -191,7 +196,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
     "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),),
             # 16 rows a warp with Q read from shared memory of its own at every k step (32 registers fewer)
-            "qsmem": ((MMA_MW_KNOB, 1), (MMA_QSMEM_KNOB, 1))},
+            "qsmem": ((MMA_MW_KNOB, 1), (MMA_QSMEM_KNOB, 1)),
+            # 64 queries a block (4 warps of 16 rows): two blocks an SM, each one's softmax beside the other's products
+            "bm64": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 64))},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 
@@ -254,11 +261,13 @@ class AttentionConfig:
 
     @property
     def tile(self) -> tuple[int, int]:
-        return self.record.tile_for(self.head_dim, self.consumers, self.keys)
+        bm, bn = self.record.tile_for(self.head_dim, self.consumers, self.keys)
+        knob = dict(self.defines).get(MMA_BM_KNOB) if self.kernel == "mma" else None
+        return (int(knob) if knob is not None and int(knob) > 0 else bm, bn)
 
     @property
     def threads(self) -> int:
-        return self.record.threads_for(self.head_dim, self.consumers, self._pieces)
+        return self.record.threads_for(self.head_dim, self.consumers, self._pieces, self.tile[0])
 
     def name_expression(self) -> str:
         return f"{self.record.template}<{_STORAGE[self.dtype]}, {self.head_dim}, {self.stages}, {int(self.causal)}>"
@@ -269,7 +278,7 @@ class AttentionConfig:
         o_buffer = self.tile[0] * self.head_dim * size if self.o_buffer else 0  # as large as Q's tile
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
                 + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces,
-                                           self.mma_q_smem if self.kernel == "mma" else None) + o_buffer)
+                                           self.mma_q_smem if self.kernel == "mma" else None, self.tile[0]) + o_buffer)
 
     @property
     def mma_pieces(self) -> int:
@@ -289,13 +298,36 @@ class AttentionConfig:
         return self.mma_pieces if self.kernel == "mma" else None
 
     def compile(self, arch: str | None = None) -> build.Module:
+        args, kwargs = self.compile_job(arch)
+        return build.compile_record(*args, **kwargs)
+
+    def compile_job(self, arch: str | None = None) -> tuple[tuple, dict]:
+        """build.compile_record's arguments for this build: plain values another process can compile from (the
+        record's source file by path, so a copy registered under another name in this process compiles there too)."""
         rec = self.record
         defines = {**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})}
         if self.kernel == "mma":
             defines[MMA_MW_KNOB] = self.mma_pieces  # the kernel builds what the launch assumes
-        return build.compile_record(f"attention kernel {self.kernel!r}", rec.source, rec.template,
-                                    self.name_expression(), min_cc=rec.min_cc, arch_specific=rec.arch_specific,
-                                    arch=arch, defines=defines)
+        return ((f"attention kernel {self.kernel!r}", rec.source, rec.template, self.name_expression()),
+                {"min_cc": rec.min_cc, "arch_specific": rec.arch_specific, "arch": arch, "defines": defines})
+
+
+def _compile_job(job: tuple[tuple, dict]) -> None:
+    build.compile_record(*job[0], **job[1])
+
+
+def compile_many(cfgs, arch: str, processes: int) -> int:
+    """Compile each configuration for ``arch`` in ``processes`` processes side by side, into the disk cache the
+    launches then read (NVRTC is most of a fresh machine's time in a run of many builds); a build that fails raises
+    here. Returns the number of distinct builds."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    jobs = list({repr(job): job for job in (cfg.compile_job(arch) for cfg in cfgs)}.values())
+    with ProcessPoolExecutor(max(1, processes), mp_context=get_context("spawn")) as pool:
+        for _ in pool.map(_compile_job, jobs):
+            pass
+    return len(jobs)
 
 
 # ---------------------------------------------------------------------------------------------

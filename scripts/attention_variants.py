@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from asynccopy import device
+from asynccopy.attention_kernels import compile_many
 from asynccopy.bench import attention_bench, attention_cases, harness
 from asynccopy.bench.harness import median, sweep
 from asynccopy.errors import ArgumentError
@@ -76,7 +77,11 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default="cudnn", help="comma-separated SDPA backends to time beside (default cudnn)")
     ap.add_argument("--reps", type=int, default=20, help="timed runs of each case, split over the rounds")
     ap.add_argument("--rounds", type=int, default=4, help="rounds of every case in turn (default 4)")
+    ap.add_argument("--warm", type=int, default=0, metavar="N",
+                    help="compile every build first in N processes side by side (NVRTC is most of a fresh run's time)")
     args = ap.parse_args(argv)
+    if args.warm < 0:
+        raise ArgumentError(f"--warm {args.warm}: a number of processes, 0 for none")
 
     variants = [parse_variant(v) for v in (args.variant or ["base:+"])]
     sources = []
@@ -92,6 +97,10 @@ def main(argv=None) -> int:
     shapes = attention_bench.parse_shapes(args.shapes)
     masks = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     facts = device.require((8, 0), "attention_variants")
+    if args.warm:
+        todo = [cfg for shape in shapes for causal in masks
+                for _, cfg in configs(Problem(*shape, args.dtype), causal, facts, args.kernel, variants, sources)]
+        print(f"compiled {compile_many(todo, facts.arch, args.warm)} builds in {args.warm} processes", flush=True)
     torch = attention_cases.load_torch()
     from cuda.core import Device
 

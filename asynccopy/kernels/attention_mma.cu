@@ -63,8 +63,15 @@ namespace ac = asynccopy;
 
 namespace {
 
-constexpr int BM = 128;  // queries per block
-constexpr int BN = 64;   // keys per K / V tile
+// Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_MMA_BM, the queries a block (128; 64: half the
+// warps, so that two blocks an SM run out of phase, one block's softmax beside the other's products, at twice the
+// K/V copies a query). The launch follows it (AttentionConfig.tile).
+#ifndef ASYNCCOPY_ATTN_MMA_BM
+#define ASYNCCOPY_ATTN_MMA_BM 128
+#endif
+constexpr int BM = ASYNCCOPY_ATTN_MMA_BM;  // queries per block
+static_assert(BM == 64 || BM == 128, "64 or 128 queries a block");
+constexpr int BN = 64;                     // keys per K / V tile
 // Compile-time knob (-D), for measuring variants: ASYNCCOPY_ATTN_MMA_MW, the m16 row pieces a warp owns (1:
 // 16 rows, 8 warps a block; 2: 32 rows, 4 warps, FlashAttention-2's shape, each K and V fragment read from
 // shared memory once for two pieces: half the ldmatrix traffic a product; head dim 64 only, whose 32 rows
@@ -338,7 +345,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int ROW_BYTES = 2 * D;
     constexpr int TILE_BYTES = BN * ROW_BYTES;   // one K or V tile
     constexpr int STAGE_BYTES = 2 * TILE_BYTES;  // [K tile | V tile]
-    static_assert(BM * ROW_BYTES == STAGE_BYTES, "the Q tile fills exactly one stage");
+    static_assert(BM * ROW_BYTES <= STAGE_BYTES, "the Q tile fits one stage");
 
     // [STAGES][K [BN][D] | V [BN][D]] T, 16-byte chunks XOR-swizzled per row; Q [BM][D] in the last stage first
     // (MW = 1), or after the stages for good (MW = 2)

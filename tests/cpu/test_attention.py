@@ -87,6 +87,23 @@ def test_the_16_row_mma_build_with_q_in_shared_memory(d, causal):
                         defines=(("ASYNCCOPY_ATTN_MMA_MW", 2), ("ASYNCCOPY_ATTN_MMA_QSMEM", 0))).compile("sm_90a")
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_mma_build_of_64_queries_a_block_launches_half_the_warps(d):
+    """ASYNCCOPY_ATTN_MMA_BM=64 (variant bm64): 4 warps of 16 rows, the grid's query tiles of 64 (the launch follows
+    the knob), Q in the last stage at first (half of it), every k step unrolled as in the 128-query build; any
+    other block height is refused by the kernel."""
+    cfg = AttentionConfig("mma", "bfloat16", d, 2, True, defines=VARIANTS["mma"]["bm64"])
+    assert (cfg.tile, cfg.threads, cfg.mma_pieces, cfg.mma_q_smem) == ((64, 64), 128, 1, False)
+    assert cfg.smem_bytes == 2 * 2 * 64 * d * 2
+    q_own = cfg.with_defines((("ASYNCCOPY_ATTN_MMA_QSMEM", 1),))
+    assert q_own.smem_bytes == cfg.smem_bytes + 64 * d * 2
+    for arch in ("sm_80", "sm_90a"):
+        hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", cfg.compile(arch).sass())
+        assert len(hmma) == 2 * 2 * (d // 16) * (64 // 8), len(hmma)
+    with pytest.raises(build.CompileError, match="64 or 128 queries a block"):
+        cfg.with_defines((("ASYNCCOPY_ATTN_MMA_BM", 32),)).compile("sm_90a")
+
+
 def test_the_default_mma_block_follows_its_rows_a_warp():
     rec = att.KERNELS["mma"]
     at64, at128 = (AttentionConfig("mma", "bfloat16", d, 3, False) for d in (64, 128))

@@ -55,3 +55,35 @@ def test_a_source_copy_is_built_with_the_problems_knobs_under_its_own_name(tmp_p
             av.add_source("other", str(tmp_path / "missing.cu"), "wgmma")
     finally:
         KERNELS.pop("before", None)
+
+
+def test_warm_compiles_every_build_once_in_other_processes_into_the_cache_the_run_reads(tmp_path, monkeypatch):
+    """--warm N (attention_kernels.compile_many): the builds of every variant and source copy compiled in N spawned
+    processes into the disk cache, each distinct build once; the timed run's own compile is then a cache hit. A
+    build that cannot compile fails the warm-up."""
+    from dataclasses import replace
+
+    from asynccopy import build
+    from asynccopy.attention_kernels import compile_many
+
+    av = _script()
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path / "cache"))
+    copy = tmp_path / "before.cu"
+    copy.write_text((Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text())
+    try:
+        av.add_source("before", str(copy), "mma")
+        p = Problem(1, 2, 2, 300, 300, 64, "bfloat16")
+        variants = [av.parse_variant(v) for v in ("base:+", "again:+", "bm64:+ASYNCCOPY_ATTN_MMA_MW=1,"
+                                                                       "ASYNCCOPY_ATTN_MMA_BM=64")]
+        cfgs = [cfg for _, cfg in av.configs(p, True, H200, "mma", variants, ["before"])]
+        build.clear_memory_cache()
+        assert compile_many(cfgs, "sm_90a", 2) == 3  # base and again build the same; the copy builds apart
+        build.clear_memory_cache()
+        assert [cfg.compile("sm_90a").source for cfg in cfgs] == ["disk cache", "memory cache", "disk cache",
+                                                                  "disk cache"]
+        assert len(list((tmp_path / "cache").glob("*.cubin"))) == 3
+        bad = replace(cfgs[0], defines=(("ASYNCCOPY_ATTN_MMA_BM", 96),))
+        with pytest.raises(build.CompileError, match="64 or 128 queries a block"):
+            compile_many([bad], "sm_90a", 1)
+    finally:
+        KERNELS.pop("before", None)
