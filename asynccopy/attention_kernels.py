@@ -65,6 +65,12 @@ class AttentionKernel:
     # whose items read at most this many key tiles on average, where the buffer fits beside its stages
     # (attention_schedule.with_persistence)
     o_buffer_tiles: tuple[tuple[int, int], ...] = ()
+    # (head_dim, causal, knobs): compile-time knobs the launch sets for problems of that head dim and mask, where the
+    # build fits the GPU's shared memory with them (sdpa.configure)
+    mask_knobs: tuple[tuple[int, bool, tuple[tuple[str, object], ...]], ...] = ()
+
+    def knobs_for(self, head_dim: int, causal: bool) -> tuple[tuple[str, object], ...]:
+        return next((k for d, c, k in self.mask_knobs if d == head_dim and c == bool(causal)), ())
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -116,6 +122,15 @@ class AttentionKernel:
         return max(0, min(self.max_stages, room // self.stage_bytes(head_dim, itemsize, keys)))
 
 
+# The kernels' compile-time knobs (-D) that the launch follows or sets.
+CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
+MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
+MMA_BM_KNOB = "ASYNCCOPY_ATTN_MMA_BM"  # attention_mma.cu's queries a block (128; 64: half the warps, two blocks an SM)
+MMA_QSMEM_KNOB = "ASYNCCOPY_ATTN_MMA_QSMEM"  # its Q in shared memory of its own (1), in registers (0), by rows (-1)
+KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
+PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
+O_BUFFER_KNOB = "ASYNCCOPY_ATTN_O_BUFFER"  # (persistent) O staged in a buffer of its own (shared memory follows it)
+
 KERNELS: dict[str, AttentionKernel] = {
     k.name: k
     for k in (
@@ -163,20 +178,20 @@ KERNELS: dict[str, AttentionKernel] = {
                         # 32 rows a warp at head dim 64 (H200, 2026-12-02, bf16, B 4 x H 16, 3 stages, TFLOP/s,
                         # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
                         # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers
-                        rows_per_warp=(32, 16)),
+                        rows_per_warp=(32, 16),
+                        # causal at head dim 128: 64 queries a block (4 warps, two blocks an SM) with Q in shared
+                        # memory of its own (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one run each, default ->
+                        # this): 1024 166 -> 187, 2048 225 -> 242 (and 225 -> 242 again), 4096 238 -> 251, 8192 262
+                        # -> 278 (254 -> 272), 16384 267 -> 266, GQA 32/8 262 -> 277, 8191 262 -> 275 (flash 181-351).
+                        # Without the mask it lost (2048 294 -> 261, 8192 309 -> 281); 64 queries with Q in registers
+                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid
+                        mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1))),)),
     )
 }
 
 
 # Compile-time variants of a kernel, by name, for the bench to time beside its default build: kernel -> name ->
 # the -D macros (the kernel file's header says what each does).
-CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
-MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
-MMA_BM_KNOB = "ASYNCCOPY_ATTN_MMA_BM"  # attention_mma.cu's queries a block (128; 64: half the warps, two blocks an SM)
-MMA_QSMEM_KNOB = "ASYNCCOPY_ATTN_MMA_QSMEM"  # its Q in shared memory of its own (1), in registers (0), by rows (-1)
-KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
-PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
-O_BUFFER_KNOB = "ASYNCCOPY_ATTN_O_BUFFER"  # (persistent) O staged in a buffer of its own (shared memory follows it)
 VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     "wgmma": {"serial": (("ASYNCCOPY_ATTN_OVERLAP", 0), ("ASYNCCOPY_ATTN_PINGPONG", 0)),
               "overlap": (("ASYNCCOPY_ATTN_OVERLAP", 1), ("ASYNCCOPY_ATTN_PINGPONG", 0)),

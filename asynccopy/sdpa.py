@@ -211,20 +211,19 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     wide = rec.keys_for(p.head_dim, causal)
     fit, fit_narrow = rec.fit(p.head_dim, limit, size, keys=wide), rec.fit(p.head_dim, limit, size)
     launch = _consumers(rec, p, facts, causal)
-    if stages is None:
-        return with_persistence(with_turns(AttentionConfig(rec.name, p.dtype, p.head_dim,
-                                          min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)]),
-                                          bool(causal), defines=launch + (() if fit else _narrow(rec))), p.q_len, p.k_len),
-                                limit, p.q_len, p.k_len)
-    stages = check_int(stages, "stages", 1, rec.max_stages)
-    if stages > fit_narrow:
-        raise ArgumentError(f"{stages} stages of {rec.stage_bytes(p.head_dim, size) // 1024} KiB (head_dim "
-                            f"{p.head_dim}) do not fit the {limit // 1024} KiB of shared memory "
-                            f"a block may use on {facts.name}; at most {fit_narrow}")
+    if stages is not None:
+        stages = check_int(stages, "stages", 1, rec.max_stages)
+        if stages > fit_narrow:
+            raise ArgumentError(f"{stages} stages of {rec.stage_bytes(p.head_dim, size) // 1024} KiB (head_dim "
+                                f"{p.head_dim}) do not fit the {limit // 1024} KiB of shared memory "
+                                f"a block may use on {facts.name}; at most {fit_narrow}")
+    else:
+        stages = min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)])
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
-    return with_persistence(with_turns(AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
-                                      defines=launch + (() if stages <= fit else _narrow(rec))), p.q_len, p.k_len),
-                            limit, p.q_len, p.k_len)
+    cfg = AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
+                          defines=launch + (() if stages <= fit else _narrow(rec)))
+    mask = cfg.with_defines(rec.knobs_for(p.head_dim, causal))  # the record's knobs for the mask, where they fit
+    return with_persistence(with_turns(mask if mask.fits(limit) else cfg, p.q_len, p.k_len), limit, p.q_len, p.k_len)
 
 
 _configured = functools.lru_cache(maxsize=1024)(configure)  # attention()'s, per problem, device and arguments

@@ -8,8 +8,10 @@
 // is_causal: a lower-triangular mask aligned top-left, tril(ones(q_len, k_len))); group = query heads per
 // key/value head (grouped-query attention). With lse != nullptr, lse[b, h, i] = ln sum_j exp(scale s_ij)
 // (f32, contiguous [batch][heads][q_len]), what a backward pass needs.
-// How: one block of 256 threads (8 warps; 128 threads, 4 warps, with MW = 2) per BM = 128 queries of one
-// (batch, head): grid (query tiles, heads, batch), causal ones the longest first (asynccopy/attention.cuh).
+// How: one block of 256 threads (8 warps; 128 threads, 4 warps, with MW = 2 or BM = 64) per BM = 128 queries
+// (64 with ASYNCCOPY_ATTN_MMA_BM=64: the launch's causal head dim 128 build, Q in shared memory of its own, two
+// blocks an SM) of one (batch, head): grid (query tiles, heads, batch), causal ones the longest first
+// (asynccopy/attention.cuh).
 // Each warp owns 16 query rows (MW = 1: one m16 of both products; MW = 2: 32 rows, two m16 pieces; the
 // launch passes MW: asynccopy.attention_kernels builds head dim 64 with 2, 128 with 1). Why, at 16 rows a
 // warp, 128 x 8 warps and not 64 x 4: a thread's registers are the same either way (they depend on the 16 rows a warp owns), the registers allow 8 warps an SM
@@ -36,8 +38,8 @@
 // Shared memory (dynamic, STAGES * 2 * BN * D * 2 bytes: D = 64 16 KiB a stage, D = 128 32 KiB; the
 // default 3 stages at D = 64 (48 KiB) and 2 at D = 128 (64 KiB; 3 would fit the 99 KiB of CC 8.6 / 8.9 too):
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
-//   Q [BM][D] (as large as one stage) in stage STAGES - 1 until it is in registers (MW = 1), or in its own
-//   [BM][D] after the stages (MW = 2: STAGES x stage + BM x D x 2 bytes).
+//   Q [BM][D] (one stage at BM = 128, half of one at 64) in stage STAGES - 1 until it is in registers (MW = 1),
+//   or in its own [BM][D] after the stages (Q_SMEM: STAGES x stage + BM x D x 2 bytes).
 // Registers (NVRTC 13.5, no local memory at any configuration): D = 64 162-171 a thread, D = 128
 // 223-245: one block of 8 warps an SM either way. __launch_bounds__(256, 2) at D = 64 (128 registers)
 // spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):

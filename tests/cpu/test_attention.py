@@ -21,7 +21,9 @@ H200 = device.lookup("H200")
 L40S = device.lookup("L40S")
 V100 = device.lookup("V100")
 STAGES = {"sm_80": (1, 3), "sm_90a": (2, 4)}
-CASES = [(arch, AttentionConfig("mma", dtype, d, stages, causal))
+# each as the launch builds it (the record's knobs for the head dim and mask)
+CASES = [(arch, AttentionConfig("mma", dtype, d, stages, causal,
+                                defines=att.KERNELS["mma"].knobs_for(d, causal)))
          for arch in STAGES for dtype, d, causal, stages in itertools.product(att.DTYPES, (64, 128), (False, True),
                                                                               STAGES[arch])]
 
@@ -43,10 +45,13 @@ def test_every_configuration_compiles_with_its_instructions_and_no_spill(case):
     hmma = re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", sass)
     assert set(hmma) == {"HMMA.16816.F32.BF16" if cfg.dtype == "bfloat16" else "HMMA.16816.F32"}, set(hmma)
     # two variants of a key tile (masked, unmasked), each D/16 x BN/8 mma for Q K^T and as many for P V a row
-    # piece; with 32 rows a warp (head dim 64) the Q K^T k steps are a rolled loop of BN/8 a piece
+    # piece; with Q in shared memory (32 rows a warp at head dim 64; 64 queries a block causal at 128) the Q K^T k
+    # steps are a rolled loop of BN/8 a piece
     bn, pieces, steps = cfg.record.tile[1], cfg.mma_pieces, cfg.head_dim // 16
     assert pieces == (2 if cfg.head_dim == 64 else 1)
-    assert len(hmma) == 2 * pieces * (bn // 8) * ((steps if pieces == 1 else 1) + steps), len(hmma)
+    assert cfg.mma_q_smem == (cfg.head_dim == 64 or cfg.causal)
+    assert cfg.tile[0] == (64 if cfg.head_dim == 128 and cfg.causal else 128)
+    assert len(hmma) == 2 * pieces * (bn // 8) * ((1 if cfg.mma_q_smem else steps) + steps), len(hmma)
     usage = build.disassemble(module.cubin, what="--dump-resource-usage")
     assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
     assert "LDL" not in sass and "STL" not in sass
@@ -212,6 +217,24 @@ def test_kernels_and_stages_are_checked_against_the_device():
         att.configure(p, L40S, stages=4)
     assert att.configure(p, L40S).stages == att.KERNELS["mma"].default_stages[1] == 2  # mma there; fits its 99 KiB
     assert att.configure(p, H200, kernel="mma", stages=1).stages == 1
+
+
+def test_the_mma_kernel_runs_causal_head_dim_128_as_two_blocks_an_sm_where_they_fit():
+    """The record's knobs for a mask (mask_knobs): causal at head dim 128 the mma launch builds 64 queries a block
+    with Q in shared memory of its own (a grid of twice the query tiles); without the mask, or at head dim 64, the
+    128-query build; where Q's own buffer would not fit beside the stages asked for (3 on an L40S's 99 KiB) the
+    launch keeps the build without it."""
+    p = att.check_inputs(*_qkv())  # head dim 128
+    causal = att.configure(p, H200, kernel="mma", causal=True)
+    assert (causal.tile[0], causal.threads, causal.mma_q_smem, causal.stages) == (64, 128, True, 2)
+    assert causal.smem_bytes == 2 * 2 * 64 * 128 * 2 + 64 * 128 * 2
+    full = att.configure(p, H200, kernel="mma", causal=False)
+    assert (full.tile[0], full.threads, full.mma_q_smem) == (128, 256, False)
+    at64 = att.configure(att.check_inputs(*_qkv(d=64)), H200, kernel="mma", causal=True)
+    assert (at64.tile[0], at64.mma_pieces) == (128, 2)
+    assert att.configure(p, L40S, causal=True).tile[0] == 64  # 2 stages and Q: 80 KiB of 99
+    deep = att.configure(p, L40S, causal=True, stages=3)  # 96 KiB of stages: no room for Q's 16
+    assert (deep.tile[0], deep.mma_q_smem, deep.stages) == (128, False, 3) and deep.fits(L40S.smem_per_block_optin)
 
 
 def test_a_variant_that_outgrows_shared_memory_is_refused_before_the_driver():
