@@ -90,6 +90,7 @@ from asynccopy import swizzle
 from asynccopy.attention_kernels import (
     CONSUMERS_KNOB,
     KEYS_KNOB,
+    MMA_BM_KNOB,
     MMA_MW_KNOB,
     MMA_QSMEM_KNOB,
     O_BUFFER_KNOB,
@@ -295,10 +296,9 @@ class CpAsync:
 # ---------------------------------------------------------------------------------------------
 # emulate_mma: attention_mma.cu
 
-MMA_BM, MMA_BN = 128, 64  # .cu: "constexpr int BM = 128;", "BN = 64;"
-# The block's 16-row pieces: its 8 warps of one piece each (MW = 1), or its 4 warps of two (MW = 2: .cu "WARPS =
+MMA_BM, MMA_BN = 128, 64  # .cu: "BM = ASYNCCOPY_ATTN_MMA_BM" (default 128), "BN = 64;"
+# The block's 16-row pieces: BM / 16, its warps of one piece each (MW = 1), or of two (MW = 2: .cu "WARPS =
 # BM / (16 * MW)"). The emulation's leading axis runs over the pieces, piece v = MW * warp + i.
-MMA_WARPS = MMA_BM // 16
 
 
 def _swizzled(row_bytes: int, row, col_byte):
@@ -326,19 +326,19 @@ def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, row
 
 def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0: int, row_g, k_len: int,
                 scale_log2: float, d: int, causal: bool, mask, dtype: str):
-    """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, qs, ks, vs, key0, row_g, k_len, scale_log2), for all 8 row pieces
-    ([W] leading axis; ``mask`` [W] picks the MASK instantiation per piece's warp). ``q_at``: None (Q's fragments
-    ``qf`` in registers, MW = 1) or Q's own shared-memory offset (MW = 2: read at every k step). Returns the new
-    (o, st_max, st_sum)."""
+    """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, qs, ks, vs, key0, row_g, k_len, scale_log2), for all BM / 16 row
+    pieces ([W] leading axis, that of ``o``; ``mask`` [W] picks the MASK instantiation per piece's warp).
+    ``q_at``: None (Q's fragments ``qf`` in registers) or Q's own shared-memory offset (Q_SMEM: read at every k
+    step). Returns the new (o, st_max, st_sum)."""
     row_bytes = 2 * d
     lane = np.arange(32)
     mat, r = lane // 8, lane % 8
     # S = Q K^T, the p loop as an axis (addresses [1, BN/16, 32]): .cu "ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p +
     # 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1)))); b0 = {f[0], f[1]}, b1 = {f[2], f[3]}; mma(s[2 * p], qf[kk], b0);
     # mma(s[2 * p + 1], qf[kk], b1)"
-    s = np.zeros((MMA_WARPS, MMA_BN // 8, 32, 4))
+    s = np.zeros((o.shape[0], MMA_BN // 8, 32, 4))
     p = np.arange(MMA_BN // 16)[None, :, None]
-    piece = np.arange(MMA_WARPS)[:, None]
+    piece = np.arange(o.shape[0])[:, None]
     for kk in range(d // 16):
         # .cu "if constexpr (Q_SMEM) ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1)
         # + r, 2 * (16 * kk + 8 * (mat >> 1)))); else qa[i][e] = qf[i][kk][e]"
@@ -393,9 +393,9 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
 
 
 def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: int, stages: int, causal: bool,
-               dtype: str, copies: str, pieces: int, q_smem: bool | None = None) -> None:
+               dtype: str, copies: str, pieces: int, q_smem: bool | None = None, bm: int = MMA_BM) -> None:
     """One block (blockIdx ``block`` = (x, y, z), gridDim ``grid`` = (x, y)) of the kernel attention_mma<T, D,
-    STAGES, CAUSAL> built with MW = ``pieces``; ``a``: its arguments by name (q, k, v, out: flat global memory;
+    STAGES, CAUSAL> built with MW = ``pieces`` and BM = ``bm``; ``a``: its arguments by name (q, k, v, out: flat global memory;
     lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
     q, k, v, out, lse, writes = a["q"], a["k"], a["v"], a["out"], a["lse"], a["writes"]
     group, q_len, k_len, scale = a["group"], a["q_len"], a["k_len"], a["scale"]
@@ -404,11 +404,12 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     row_bytes = 2 * d
     tile_bytes = MMA_BN * row_bytes
     stage_bytes = 2 * tile_bytes
-    assert MMA_BM * row_bytes == stage_bytes
-    knobs = ((MMA_MW_KNOB, pieces),) + (() if q_smem is None else ((MMA_QSMEM_KNOB, int(q_smem)),))
+    assert bm * row_bytes <= stage_bytes  # .cu "the Q tile fits one stage"
+    knobs = ((MMA_MW_KNOB, pieces), (MMA_BM_KNOB, bm)) + (() if q_smem is None else ((MMA_QSMEM_KNOB, int(q_smem)),))
     cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=knobs)
     threads = cfg.threads  # .cu "THREADS = 32 * WARPS", WARPS = BM / (16 * MW)
-    assert threads == 32 * MMA_BM // (16 * pieces)
+    assert threads == 32 * bm // (16 * pieces) and cfg.tile[0] == bm
+    w = bm // 16  # the block's row pieces
     sm = Shared(0, cfg.smem_bytes)  # the kernel addresses offsets from the dynamic base only (16-byte aligned)
     cp = CpAsync(sm, copies)
     # .cu "Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0"
@@ -416,16 +417,16 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     assert q_own == cfg.mma_q_smem
     # .cu "q_smem = smem + (Q_SMEM ? STAGES : STAGES - 1) * STAGE_BYTES"
     q_smem = (stages if q_own else stages - 1) * stage_bytes
-    m0 = bx * MMA_BM  # .cu "m0 = qt * BM" (qt: blockIdx.x, or causal_tile's)
+    m0 = bx * bm  # .cu "m0 = qt * BM" (qt: blockIdx.x, or causal_tile's)
     qg = batch * a["q_sb"] + head * a["q_sh"]  # .cu "qg = q + batch * q_sb + head * q_sh; kg = k + batch * k_sb +
     kg = batch * a["k_sb"] + head // group * a["k_sh"]  # head / group * k_sh; vg likewise"
     vg = batch * a["v_sb"] + head // group * a["v_sh"]
     # .cu "kv_end = CAUSAL ? min(k_len, min(m0 + BM, q_len)) : k_len"
-    kv_end = min(k_len, min(m0 + MMA_BM, q_len)) if causal else k_len
+    kv_end = min(k_len, min(m0 + bm, q_len)) if causal else k_len
     tiles = (kv_end + MMA_BN - 1) // MMA_BN
 
     # .cu "load_rows<T, D, BM>(q_smem, qg, q_ss, m0, q_len); commit_group(); for (s = 0; s < STAGES - 1; ++s) {...}"
-    _mma_load_rows(cp, q_smem, q, qg, a["q_ss"], m0, q_len, d, MMA_BM, threads)
+    _mma_load_rows(cp, q_smem, q, qg, a["q_ss"], m0, q_len, d, bm, threads)
     cp.commit()
     for s in range(stages - 1):
         if s < tiles:
@@ -433,7 +434,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
             _mma_load_rows(cp, s * stage_bytes + tile_bytes, v, vg, a["v_ss"], s * MMA_BN, k_len, d, MMA_BN, threads)
         cp.commit()
 
-    piece = np.arange(MMA_WARPS)[:, None]  # MW * warp + i
+    piece = np.arange(w)[:, None]  # MW * warp + i
     lane = np.arange(32)[None, :]
     mat, r = lane // 8, lane % 8
     # .cu "wait_group<STAGES - 1>(); __syncthreads(); ldmatrix_x4(qf[i][kk], q_smem + swizzled<ROW_BYTES>(16 * (MW *
@@ -443,13 +444,13 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
         ldmatrix_x4(sm, q_smem + _swizzled(row_bytes, 16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))),
                     trans=False) for kk in range(d // 16)]  # each [W, 32, 4]
 
-    o = np.zeros((MMA_WARPS, d // 8, 32, 4))  # .cu "float o[D / 8][4] ... RowState st{{NEG_INF, NEG_INF}, {0, 0}}"
-    st_max = np.full((MMA_WARPS, 32, 2), NEG_INF)
-    st_sum = np.zeros((MMA_WARPS, 32, 2))
+    o = np.zeros((w, d // 8, 32, 4))  # .cu "float o[D / 8][4] ... RowState st{{NEG_INF, NEG_INF}, {0, 0}}"
+    st_max = np.full((w, 32, 2), NEG_INF)
+    st_sum = np.zeros((w, 32, 2))
     # .cu "row_g = m0 + 16 * MW * warp + lane / 4" (piece i's rows 16 i further: "row_g + 16 * i + 8 * (e >> 1)");
     # "warp_first = m0 + 16 * MW * warp, warp_last = warp_first + 16 * MW - 1", per piece the bounds of its warp
     row_g = m0 + 16 * piece + lane // 4  # [W, 32]
-    warp_first = m0 + 16 * pieces * (np.arange(MMA_WARPS) // pieces)
+    warp_first = m0 + 16 * pieces * (np.arange(w) // pieces)
     warp_last = warp_first + 16 * pieces - 1
     scale_log2 = float(np.float32(np.float32(scale) * np.float32(LOG2E)))
 
@@ -471,7 +472,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
                 _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
             cp.commit()
         ks = (t % stages) * stage_bytes
-        active = np.full(MMA_WARPS, True) if not causal else key0 <= warp_last
+        active = np.full(w, True) if not causal else key0 <= warp_last
         mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
         o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, q_smem if q_own else None, ks, ks + tile_bytes, key0,
                                  row_g, k_len, scale_log2, d,
@@ -520,11 +521,13 @@ def _memory(bits, layout: str):
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
                 dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None,
-                q_smem: bool | None = None):
+                q_smem: bool | None = None, bm: int | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
-    batch), the strides of the arrays, group = heads / kv_heads); ``pieces``: its MW (default the record's at
-    this head dim: 2 at 64, 1 at 128)."""
+    batch), the strides of the arrays, group = heads / kv_heads). The build: as the launch configures it (the
+    record's rows a warp at this head dim and its knobs for the mask: 64 queries a block with Q in shared memory
+    causal at head dim 128), or, where any of them is given, a variant's: ``pieces`` its MW (default the record's
+    at this head dim), ``q_smem`` Q in shared memory of its own, ``bm`` its queries a block (default 128)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -535,10 +538,15 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
         a[f"{name}_sb"], a[f"{name}_sh"], a[f"{name}_ss"] = strides
     a["writes"] = np.zeros(a["out"].shape, dtype=np.int64)
     a["lse"] = np.full(batch * heads * q_len, np.nan)
-    grid = (-(-q_len // MMA_BM), heads, batch)
+    rec = ATTENTION_KERNELS["mma"]
+    if pieces is None and q_smem is None and bm is None:
+        launch = dict(rec.knobs_for(d, causal))
+        bm = int(launch.get(MMA_BM_KNOB, MMA_BM))
+        q_smem = bool(int(launch[MMA_QSMEM_KNOB])) if MMA_QSMEM_KNOB in launch else None
+    bm = bm or MMA_BM
+    grid = (-(-q_len // bm), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
-        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies,
-                   pieces or ATTENTION_KERNELS["mma"].pieces_for(d), q_smem)
+        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies, pieces or rec.pieces_for(d), q_smem, bm)
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]

@@ -89,6 +89,12 @@ MMA_CASES = [
     (1, 1, 1, 200, 300, 128, True, 2, "bfloat16", None, ("late", "bhsd", 1, True)),
     (2, 2, 1, 65, 250, 128, False, 1, "float16", None, ("eager", "bshd", 1, True)),
     (1, 1, 1, 129, 129, 64, True, 3, "float16", None, ("late", "bhsd", 1, True)),
+    # 64 queries a block (4 warps of 16 rows), Q in registers (the variant bm64) or in shared memory of its own (the
+    # launch's build causal at head dim 128, which the cases above without a build run)
+    (1, 1, 1, 200, 300, 128, False, 2, "bfloat16", None, ("late", "bhsd", 1, False, 64)),
+    (2, 2, 1, 65, 130, 64, True, 1, "float16", -0.5, ("eager", "bshd", 1, False, 64)),
+    (1, 1, 1, 129, 129, 64, True, 3, "bfloat16", None, ("late", "bhsd", 1, True, 64)),
+    (1, 2, 1, 300, 250, 128, False, 2, "float16", None, ("eager", "bshd", 1, True, 64)),
 ]
 WGMMA_CASES = [
     (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
@@ -143,7 +149,8 @@ WGMMA_CASES = [
 def _id(c):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, variant = c
     extra = ("-".join(variant) if len(variant) == 2 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}"
-             if len(variant) == 3 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}-qsmem"
+             if len(variant) == 3 else f"{variant[0]}-{variant[1]}-rows{16 * variant[2]}"
+             f"{'-qsmem' if variant[3] else ''}{f'-bm{variant[4]}' if len(variant) > 4 else ''}"
              if isinstance(variant[3], bool) else f"{variant[0]}-base{variant[2]}-{variant[3]}")
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     return (f"b{b}h{h}kv{hk}-q{lq}-k{lk}-d{d}-{'causal' if causal else 'full'}-s{stages}-{short}"
@@ -155,7 +162,8 @@ def test_mma_emulation_matches_sdpa(case):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *build) = case
     q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk)
     out, lse = emu.emulate_mma(q, k, v, causal, scale, stages, dtype=dtype, copies=copies, layout=layout,
-                               pieces=build[0] if build else None, q_smem=build[1] if len(build) > 1 else None)
+                               pieces=build[0] if build else None, q_smem=build[1] if len(build) > 1 else None,
+                               bm=build[2] if len(build) > 2 else None)
     check(out, lse, q, k, v, causal, scale, dtype)
 
 
