@@ -213,7 +213,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
             # 16 rows a warp with Q read from shared memory of its own at every k step (32 registers fewer)
             "qsmem": ((MMA_MW_KNOB, 1), (MMA_QSMEM_KNOB, 1)),
             # 64 queries a block (4 warps of 16 rows): two blocks an SM, each one's softmax beside the other's products
-            "bm64": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 64))},
+            "bm64": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 64)),
+            # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop)
+            "xor": (("ASYNCCOPY_ATTN_MMA_XOR", 1),)},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
 
@@ -231,6 +233,12 @@ class AttentionConfig:
     @property
     def record(self) -> AttentionKernel:
         return KERNELS[self.kernel]
+
+    @property
+    def is_mma(self) -> bool:
+        """The mma kernel, or a copy of its file registered under another name (its template): its knobs of rows a
+        warp, block height and Q's buffer shape the launch."""
+        return self.record.template == KERNELS["mma"].template
 
     def with_defines(self, defines) -> AttentionConfig:
         """This configuration with more compile-time knobs (``defines`` win where both set one)."""
@@ -277,7 +285,7 @@ class AttentionConfig:
     @property
     def tile(self) -> tuple[int, int]:
         bm, bn = self.record.tile_for(self.head_dim, self.consumers, self.keys)
-        knob = dict(self.defines).get(MMA_BM_KNOB) if self.kernel == "mma" else None
+        knob = dict(self.defines).get(MMA_BM_KNOB) if self.is_mma else None
         return (int(knob) if knob is not None and int(knob) > 0 else bm, bn)
 
     @property
@@ -293,7 +301,7 @@ class AttentionConfig:
         o_buffer = self.tile[0] * self.head_dim * size if self.o_buffer else 0  # as large as Q's tile
         return (self.stages * self.record.stage_bytes(self.head_dim, size, self.keys)
                 + self.record.static_bytes(self.head_dim, size, self.consumers, self._pieces,
-                                           self.mma_q_smem if self.kernel == "mma" else None, self.tile[0]) + o_buffer)
+                                           self.mma_q_smem if self.is_mma else None, self.tile[0]) + o_buffer)
 
     @property
     def mma_pieces(self) -> int:
@@ -310,7 +318,7 @@ class AttentionConfig:
 
     @property
     def _pieces(self) -> int | None:
-        return self.mma_pieces if self.kernel == "mma" else None
+        return self.mma_pieces if self.is_mma else None
 
     def compile(self, arch: str | None = None) -> build.Module:
         args, kwargs = self.compile_job(arch)
@@ -321,7 +329,7 @@ class AttentionConfig:
         record's source file by path, so a copy registered under another name in this process compiles there too)."""
         rec = self.record
         defines = {**dict(self.defines), **({"ASYNCCOPY_TRACE": 1} if self.trace else {})}
-        if self.kernel == "mma":
+        if self.is_mma:
             defines[MMA_MW_KNOB] = self.mma_pieces  # the kernel builds what the launch assumes
         return ((f"attention kernel {self.kernel!r}", rec.source, rec.template, self.name_expression()),
                 {"min_cc": rec.min_cc, "arch_specific": rec.arch_specific, "arch": arch, "defines": defines})

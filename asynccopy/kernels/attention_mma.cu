@@ -95,6 +95,12 @@ static_assert(MW == 1 || MW == 2, "16 or 32 rows a warp");
 #define ASYNCCOPY_ATTN_MMA_QSMEM -1
 #endif
 constexpr bool Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0;
+// ASYNCCOPY_ATTN_MMA_XOR: 1, every ldmatrix address of a key tile from two lane offsets by one XOR with its step's
+// constant (LaneOffsets), the lane offsets made opaque to the compiler at each tile so that it cannot keep each
+// step's address in a register of its own across tiles; 0 (default), swizzled() at every access.
+#ifndef ASYNCCOPY_ATTN_MMA_XOR
+#define ASYNCCOPY_ATTN_MMA_XOR 0
+#endif
 static_assert(Q_SMEM || MW == 1, "32 rows a warp keep Q in shared memory");
 constexpr int WARPS = BM / (16 * MW);
 constexpr int THREADS = 32 * WARPS;
@@ -197,6 +203,27 @@ __device__ __forceinline__ void load_q_fragment(unsigned (&a)[4], const unsigned
     ac::ldmatrix_x4(a, qs + swizzled<2 * D>(16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))));
 }
 
+// The ldmatrix addresses as XORs of two lane offsets (ASYNCCOPY_ATTN_MMA_XOR). An 8x8 matrix's rows start at a
+// multiple of 8 (so row & 7 = r, the lane's row in it) and its 16-byte chunk is c = 2 step + half (half: which
+// matrix of an .x4 pair), so swizzled(8 (row / 8) + r, 16 c) = row part + 16 ((2 step + half) ^ r) = row part +
+// (16 (half ^ r) ^ 32 step): the step enters by one XOR below the row part's bits (rows of at least 128 bytes, 32
+// step < the row's bytes). K's (key rows, d chunks; half = mat & 1, rows + 8 (mat >> 1)): k ^ 32 kk + 16 p rows;
+// V's and Q's (rows + 8 (mat & 1), chunks by step; half = mat >> 1): v ^ 32 step + 16 rows. (Checked against
+// swizzled() for every lane and step: tests/cpu/test_attention.py.)
+template <int ROW_BYTES>
+struct LaneOffsets {
+    int k = 0, v = 0;
+    __device__ __forceinline__ LaneOffsets()
+    {
+        if constexpr (ASYNCCOPY_ATTN_MMA_XOR) {
+            const int lane = static_cast<int>(threadIdx.x) % 32, mat = lane / 8, r = lane % 8;
+            k = (8 * (mat >> 1) + r) * ROW_BYTES + 16 * ((mat & 1) ^ r);
+            v = (8 * (mat & 1) + r) * ROW_BYTES + 16 * ((mat >> 1) ^ r);
+            asm volatile("" : "+r"(k), "+r"(v));  // opaque here: no per-step copy of them is kept across tiles
+        }
+    }
+};
+
 // One key tile (keys key0 .. key0 + BN - 1, K and V tiles at ks, vs) folded into O and the row state.
 // MASK: some key of the tile is >= k_len or (CAUSAL) past some row of the warp.
 // With MW = 2 every K and V fragment serves both row pieces (o[i], st[i], qf[i]: rows row_g + 16 i, + 8).
@@ -227,12 +254,15 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
     // Q from shared memory: one k step at a time (unrolled, the compiler loads every K fragment of the tile
     // ahead and runs out of registers)
     constexpr int QK_UNROLL = Q_SMEM ? 1 : D / 16;
+    [[maybe_unused]] const LaneOffsets<ROW_BYTES> lo;
 #pragma unroll QK_UNROLL
     for (int kk = 0; kk < D / 16; ++kk) {
         unsigned qa[MW][4];
 #pragma unroll
         for (int i = 0; i < MW; ++i) {
-            if constexpr (Q_SMEM) {
+            if constexpr (Q_SMEM && ASYNCCOPY_ATTN_MMA_XOR) {
+                ac::ldmatrix_x4(qa[i], qs + ((lo.v ^ (32 * kk)) + 16 * (MW * warp + i) * ROW_BYTES));
+            } else if constexpr (Q_SMEM) {
                 load_q_fragment<D>(qa[i], qs, MW * warp + i, kk);
             } else {
 #pragma unroll
@@ -242,7 +272,10 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
 #pragma unroll
         for (int p = 0; p < BN / 16; ++p) {
             unsigned f[4];
-            ac::ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p + 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1))));
+            if constexpr (ASYNCCOPY_ATTN_MMA_XOR)
+                ac::ldmatrix_x4(f, ks + ((lo.k ^ (32 * kk)) + 16 * p * ROW_BYTES));
+            else
+                ac::ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p + 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1))));
             const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
 #pragma unroll
             for (int i = 0; i < MW; ++i) {
@@ -322,7 +355,10 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
 #pragma unroll
         for (int p = 0; p < D / 16; ++p) {
             unsigned f[4];
-            ac::ldmatrix_x4_trans(f, vs + swizzled<ROW_BYTES>(16 * kk + 8 * (mat & 1) + r, 2 * (16 * p + 8 * (mat >> 1))));
+            if constexpr (ASYNCCOPY_ATTN_MMA_XOR)
+                ac::ldmatrix_x4_trans(f, vs + ((lo.v ^ (32 * p)) + 16 * kk * ROW_BYTES));
+            else
+                ac::ldmatrix_x4_trans(f, vs + swizzled<ROW_BYTES>(16 * kk + 8 * (mat & 1) + r, 2 * (16 * p + 8 * (mat >> 1))));
             const unsigned b0[2] = {f[0], f[1]}, b1[2] = {f[2], f[3]};
 #pragma unroll
             for (int i = 0; i < MW; ++i) {

@@ -109,6 +109,39 @@ def test_the_mma_build_of_64_queries_a_block_launches_half_the_warps(d):
         cfg.with_defines((("ASYNCCOPY_ATTN_MMA_BM", 32),)).compile("sm_90a")
 
 
+def test_the_xor_addresses_are_the_swizzled_ones_and_the_xor_build_keeps_its_products():
+    """attention_mma.cu's LaneOffsets (ASYNCCOPY_ATTN_MMA_XOR, variant xor), as its comment derives them: for every
+    lane, step and row block, (k ^ 32 kk) + 16 p rows is K's swizzled() address in Q K^T and (v ^ 32 step) + 16 rows
+    V's in P V and Q's; the build compiles to the same products without a stack."""
+    def swizzled(row_bytes, row, col_byte):  # the .cu's swizzled<ROW_BYTES>
+        return row * row_bytes + (col_byte ^ ((row & 7) << 4))
+
+    for d in (64, 128):
+        rb = 2 * d
+        for lane in range(32):
+            mat, r = lane // 8, lane % 8
+            k = (8 * (mat >> 1) + r) * rb + 16 * ((mat & 1) ^ r)
+            v = (8 * (mat & 1) + r) * rb + 16 * ((mat >> 1) ^ r)
+            for kk in range(d // 16):
+                for p in range(64 // 16):
+                    assert (k ^ 32 * kk) + 16 * p * rb == swizzled(rb, 16 * p + 8 * (mat >> 1) + r,
+                                                                   2 * (16 * kk + 8 * (mat & 1)))
+                for piece in range(8):
+                    assert (v ^ 32 * kk) + 16 * piece * rb == swizzled(rb, 16 * piece + 8 * (mat & 1) + r,
+                                                                      2 * (16 * kk + 8 * (mat >> 1)))
+            for kk in range(64 // 16):
+                for p in range(d // 16):
+                    assert (v ^ 32 * p) + 16 * kk * rb == swizzled(rb, 16 * kk + 8 * (mat & 1) + r,
+                                                                   2 * (16 * p + 8 * (mat >> 1)))
+    for d, causal in ((128, False), (64, True)):
+        base = att.configure(att.check_inputs(*_qkv(d=d)), H200, kernel="mma", causal=causal)
+        xor = base.with_defines(VARIANTS["mma"]["xor"])
+        got, want = (re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", c.compile("sm_90a").sass()) for c in (xor, base))
+        assert got == want
+        usage = build.disassemble(xor.compile("sm_90a").cubin, what="--dump-resource-usage")
+        assert re.search(r"STACK:0\b", usage), usage
+
+
 def test_the_default_mma_block_follows_its_rows_a_warp():
     rec = att.KERNELS["mma"]
     at64, at128 = (AttentionConfig("mma", "bfloat16", d, 3, False) for d in (64, 128))

@@ -87,3 +87,22 @@ def test_warm_compiles_every_build_once_in_other_processes_into_the_cache_the_ru
             compile_many([bad], "sm_90a", 1)
     finally:
         KERNELS.pop("before", None)
+
+
+def test_a_copy_of_the_mma_kernel_launches_as_the_mma_kernel(tmp_path):
+    """A source copy of attention_mma.cu (its template) takes the mma kernel's rows a warp, block height and Q's
+    buffer from the knobs, as the kernel builds them: a copy built with another MW than the launch assumes would
+    run half its rows with the wrong block."""
+    av = _script()
+    copy = tmp_path / "mma_before.cu"
+    copy.write_text((Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text())
+    try:
+        av.add_source("mma_before", str(copy), "mma")
+        for d, causal in ((64, False), (128, True)):
+            p = Problem(1, 2, 2, 300, 300, d, "bfloat16")
+            (_, cfg), = av.configs(p, causal, H200, "mma", [], ["mma_before"])
+            base = av.configs(p, causal, H200, "mma", [av.parse_variant("base:+")])[0][1]
+            assert (cfg.threads, cfg.tile, cfg.smem_bytes) == (base.threads, base.tile, base.smem_bytes)
+            assert cfg.compile_job("sm_90a")[1]["defines"] == base.compile_job("sm_90a")[1]["defines"]
+    finally:
+        KERNELS.pop("mma_before", None)
