@@ -229,21 +229,13 @@ def test_the_mma_build_with_q_in_shared_memory_matches_float64(torch, facts, rng
                                    (2, 2, 1, 333, 1000, 64), (1, 2, 2, 65, 130, 64)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("stages", [1, 2, 3])
-def test_the_mma_build_of_64_queries_a_block_matches_float64(torch, facts, rng, shape, causal, stages):
+@pytest.mark.parametrize("variant, dtype, layout", [("bm64", "float16", "bshd"), ("xor", "bfloat16", "bhsd")])
+def test_the_mma_builds_of_64_queries_and_of_xor_addresses_match_float64(torch, facts, rng, shape, causal, stages,
+                                                                          variant, dtype, layout):
     """attention_mma.cu with 64 queries a block (variant bm64, ASYNCCOPY_ATTN_MMA_BM=64: 4 warps of 16 rows, Q in
-    half of the last stage at first), the grid twice as many query tiles."""
-    _variant_matches_float64(torch, facts, rng, "mma", "bm64", shape, causal, stages, "float16", "bshd")
-
-
-@pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 128), (2, 4, 2, 300, 77, 128), (1, 4, 4, 1000, 1000, 128),
-                                   (2, 2, 1, 333, 1000, 64), (1, 2, 2, 65, 130, 64)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("stages", [1, 2, 3])
-def test_the_mma_build_with_xor_addresses_matches_float64(torch, facts, rng, shape, causal, stages):
-    """attention_mma.cu with every ldmatrix address one XOR of an opaque lane offset (variant xor,
-    ASYNCCOPY_ATTN_MMA_XOR=1) on the launch's build of each problem (32 rows a warp at head dim 64, 64 queries a block
-    causal at 128)."""
-    _variant_matches_float64(torch, facts, rng, "mma", "xor", shape, causal, stages, "bfloat16", "bhsd")
+    half of the last stage at first, the grid twice as many query tiles), and with every ldmatrix address one XOR of
+    an opaque lane offset (variant xor, ASYNCCOPY_ATTN_MMA_XOR=1) on the launch's build of each problem."""
+    _variant_matches_float64(torch, facts, rng, "mma", variant, shape, causal, stages, dtype, layout)
 
 
 def _variant_matches_float64(torch, facts, rng, kernel, variant, shape, causal, stages, dtype, layout):
