@@ -65,12 +65,17 @@ class AttentionKernel:
     # whose items read at most this many key tiles on average, where the buffer fits beside its stages
     # (attention_schedule.with_persistence)
     o_buffer_tiles: tuple[tuple[int, int], ...] = ()
-    # (head_dim, causal, knobs): compile-time knobs the launch sets for problems of that head dim and mask, where the
-    # build fits the GPU's shared memory with them (sdpa.configure)
-    mask_knobs: tuple[tuple[int, bool, tuple[tuple[str, object], ...]], ...] = ()
+    # (head_dim, causal, knobs, blocks): compile-time knobs the launch sets for problems of that head dim and mask,
+    # where the build with them fits a block's shared memory and ``blocks`` such blocks fit an SM's (what the knobs
+    # were measured with; sdpa.configure)
+    mask_knobs: tuple[tuple[int, bool, tuple[tuple[str, object], ...], int], ...] = ()
 
     def knobs_for(self, head_dim: int, causal: bool) -> tuple[tuple[str, object], ...]:
-        return next((k for d, c, k in self.mask_knobs if d == head_dim and c == bool(causal)), ())
+        return next((k for d, c, k, _ in self.mask_knobs if d == head_dim and c == bool(causal)), ())
+
+    def knob_blocks(self, head_dim: int, causal: bool) -> int:
+        """The blocks an SM the mask's knobs need (1 where there are none)."""
+        return next((b for d, c, _, b in self.mask_knobs if d == head_dim and c == bool(causal)), 1)
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""
@@ -184,8 +189,9 @@ KERNELS: dict[str, AttentionKernel] = {
                         # this): 1024 166 -> 187, 2048 225 -> 242 (and 225 -> 242 again), 4096 238 -> 251, 8192 262
                         # -> 278 (254 -> 272), 16384 267 -> 266, GQA 32/8 262 -> 277, 8191 262 -> 275 (flash 181-351).
                         # Without the mask it lost (2048 294 -> 261, 8192 309 -> 281); 64 queries with Q in registers
-                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid
-                        mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1))),)),
+                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid. Two such
+                        # blocks an SM (where an SM's shared memory holds one, as on CC 8.6 / 8.9, half the warps)
+                        mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1)), 2),)),
     )
 }
 

@@ -222,8 +222,12 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
     cfg = AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
                           defines=launch + (() if stages <= fit else _narrow(rec)))
-    mask = cfg.with_defines(rec.knobs_for(p.head_dim, causal))  # the record's knobs for the mask, where they fit
-    return with_persistence(with_turns(mask if mask.fits(limit) else cfg, p.q_len, p.k_len), limit, p.q_len, p.k_len)
+    # the record's knobs for the mask, where the build fits a block and as many blocks an SM as they were measured with
+    mask = cfg.with_defines(rec.knobs_for(p.head_dim, causal))
+    per_sm = facts.smem_per_sm // (mask.smem_bytes + rec.smem_reserve)
+    if mask.fits(limit) and per_sm >= rec.knob_blocks(p.head_dim, causal):
+        cfg = mask
+    return with_persistence(with_turns(cfg, p.q_len, p.k_len), limit, p.q_len, p.k_len)
 
 
 _configured = functools.lru_cache(maxsize=1024)(configure)  # attention()'s, per problem, device and arguments
