@@ -189,8 +189,9 @@ KERNELS: dict[str, AttentionKernel] = {
                         # this): 1024 166 -> 187, 2048 225 -> 242 (and 225 -> 242 again), 4096 238 -> 251, 8192 262
                         # -> 278 (254 -> 272), 16384 267 -> 266, GQA 32/8 262 -> 277, 8191 262 -> 275 (flash 181-351).
                         # Without the mask it lost (2048 294 -> 261, 8192 309 -> 281); 64 queries with Q in registers
-                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid. Two such
-                        # blocks an SM (where an SM's shared memory holds one, as on CC 8.6 / 8.9, half the warps)
+                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid. Where two
+                        # such blocks do not fit an SM's shared memory (CC 8.6 / 8.9's 100 KiB at 2 or more stages, an
+                        # A100 at 3 or more) the launch keeps the 128-query build
                         mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1)), 2),)),
     )
 }
@@ -217,13 +218,17 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
     # 32 query rows a warp, 4 warps a block: each K/V fragment read once for two row pieces (head dim 64 only)
     "mma": {"rows16": ((MMA_MW_KNOB, 1),), "rows32": ((MMA_MW_KNOB, 2),),
             # 16 rows a warp with Q read from shared memory of its own at every k step (32 registers fewer)
-            "qsmem": ((MMA_MW_KNOB, 1), (MMA_QSMEM_KNOB, 1)),
-            # 64 queries a block (4 warps of 16 rows): two blocks an SM, each one's softmax beside the other's products
-            "bm64": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 64)),
+            "qsmem": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 1)),
+            # 64 queries a block (4 warps of 16 rows, Q in registers): two blocks an SM, each one's softmax beside the
+            # other's products
+            "bm64": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 0)),
+            # 128 queries a block of 16 rows a warp with Q in registers (the default at head dim 128 without the mask;
+            # before 64 queries a block, causal too)
+            "bm128": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 0)),
             # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop)
             "xor": (("ASYNCCOPY_ATTN_MMA_XOR", 1),)},
 }
-VARIANT_HEAD_DIMS = {"rows32": (64,)}  # the head dims a variant builds at (others: all)
+VARIANT_HEAD_DIMS = {"rows32": (64,), "bm128": (128,)}  # the head dims a variant builds at (others: all)
 
 
 @dataclass(frozen=True)
@@ -352,7 +357,12 @@ def compile_many(cfgs, arch: str, processes: int) -> int:
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    jobs = list({repr(job): job for job in (cfg.compile_job(arch) for cfg in cfgs)}.values())
+    def key(job):  # a build's identity: its arguments and its macros by name, values as the compiler reads them
+        args, kwargs = job
+        return repr((args, sorted((k, str(v)) for k, v in kwargs["defines"].items()),
+                     sorted((k, repr(v)) for k, v in kwargs.items() if k != "defines")))
+
+    jobs = list({key(job): job for job in (cfg.compile_job(arch) for cfg in cfgs)}.values())
     with ProcessPoolExecutor(max(1, processes), mp_context=get_context("spawn")) as pool:
         for _ in pool.map(_compile_job, jobs):
             pass

@@ -49,8 +49,14 @@ def add_source(name: str, path: str, kernel: str) -> None:
     KERNELS[name] = dataclasses.replace(KERNELS[kernel], name=name, source=str(file))
 
 
+VARIANT_TAG = "ASYNCCOPY_ATTN_VARIANT_TAG"  # a build without knobs still goes through kernel_case's own build
+
+
 def configs(p: Problem, causal: bool, facts, kernel: str, variants, sources=()) -> list[tuple[str, object]]:
-    """(label, AttentionConfig) for each variant and source copy on this problem, as the script times them."""
+    """(label, AttentionConfig) for each variant and source copy on this problem, as the script builds and times
+    them (a build without knobs carries VARIANT_TAG, so that kernel_case launches it as built here). A source copy
+    takes the problem's own knobs that its file reads: one from before a knob existed builds without it, and its
+    launch (grid, threads, shared memory) follows what it builds."""
     out = []
     for name, macros, launch in variants:
         stages = int(launch["stages"]) if "stages" in launch else None
@@ -61,8 +67,11 @@ def configs(p: Problem, causal: bool, facts, kernel: str, variants, sources=()) 
             cfg = dataclasses.replace(base, defines=macros)
         out.append((name, cfg))
     for name in sources:
-        out.append((name, dataclasses.replace(configure(p, facts, kernel=kernel, causal=causal), kernel=name)))
-    return out
+        own = configure(p, facts, kernel=kernel, causal=causal)
+        text = Path(KERNELS[name].source).read_text()
+        read = tuple((macro, value) for macro, value in own.defines if macro in text)
+        out.append((name, dataclasses.replace(own, kernel=name, defines=read)))
+    return [(name, cfg if cfg.defines else cfg.with_defines(((VARIANT_TAG, 0),))) for name, cfg in out]
 
 
 def main(argv=None) -> int:
@@ -125,8 +134,6 @@ def _problem(torch, shape, causal, args, variants, sources, sdpa, stream, facts)
 
     cases = [attention_cases.backend_case(torch, ins, impl, b, causal, stream, label, note) for impl, b in sdpa]
     for name, cfg in configs(Problem(*shape, args.dtype), causal, facts, args.kernel, variants, sources):
-        if not cfg.defines:  # kernel_case launches a build without knobs through asynccopy.attention, as configured
-            cfg = cfg.with_defines((("ASYNCCOPY_ATTN_VARIANT_TAG", 0),))
         cases.append(attention_cases.kernel_case(ins, name, cfg, causal, stream, label, note))
     timed = sweep(cases, stream, warmup=2, reps=args.reps, rounds=args.rounds, progress=lambda s: None,
                   settle_s=attention_bench.SETTLE_S)

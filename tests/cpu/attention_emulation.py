@@ -86,7 +86,7 @@ import math
 
 import numpy as np
 
-from asynccopy import swizzle
+from asynccopy import device, swizzle
 from asynccopy.attention_kernels import (
     CONSUMERS_KNOB,
     KEYS_KNOB,
@@ -98,6 +98,7 @@ from asynccopy.attention_kernels import (
     AttentionConfig,
 )
 from asynccopy.attention_kernels import KERNELS as ATTENTION_KERNELS
+from asynccopy.sdpa import Problem, configure
 from asynccopy.workspace import FLAG_BYTES, SPLIT_FLAGS
 
 DTYPES = ("float16", "bfloat16")
@@ -524,10 +525,11 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
                 q_smem: bool | None = None, bm: int | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
-    batch), the strides of the arrays, group = heads / kv_heads). The build: as the launch configures it (the
-    record's rows a warp at this head dim and its knobs for the mask: 64 queries a block with Q in shared memory
-    causal at head dim 128), or, where any of them is given, a variant's: ``pieces`` its MW (default the record's
-    at this head dim), ``q_smem`` Q in shared memory of its own, ``bm`` its queries a block (default 128)."""
+    batch), the strides of the arrays, group = heads / kv_heads). The build: as the launch configures it on an H200
+    (the record's rows a warp at this head dim and its knobs for the mask: 64 queries a block with Q in shared
+    memory causal at head dim 128 where two such blocks fit an SM), or, where any of them is given, a variant's:
+    ``pieces`` its MW (default the record's at this head dim), ``q_smem`` Q in shared memory of its own, ``bm`` its
+    queries a block (default 128)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -539,8 +541,9 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     a["writes"] = np.zeros(a["out"].shape, dtype=np.int64)
     a["lse"] = np.full(batch * heads * q_len, np.nan)
     rec = ATTENTION_KERNELS["mma"]
-    if pieces is None and q_smem is None and bm is None:
-        launch = dict(rec.knobs_for(d, causal))
+    if pieces is None and q_smem is None and bm is None:  # the build the launch gives this problem on an H200
+        problem = Problem(batch, heads, kb.shape[1], q_len, a["k_len"], d, dtype)
+        launch = dict(configure(problem, device.lookup("H200"), kernel="mma", stages=stages, causal=causal).defines)
         bm = int(launch.get(MMA_BM_KNOB, MMA_BM))
         q_smem = bool(int(launch[MMA_QSMEM_KNOB])) if MMA_QSMEM_KNOB in launch else None
     bm = bm or MMA_BM

@@ -255,8 +255,8 @@ def test_kernels_and_stages_are_checked_against_the_device():
 def test_the_mma_kernel_runs_causal_head_dim_128_as_two_blocks_an_sm_where_they_fit():
     """The record's knobs for a mask (mask_knobs): causal at head dim 128 the mma launch builds 64 queries a block
     with Q in shared memory of its own (a grid of twice the query tiles); without the mask, or at head dim 64, the
-    128-query build; where two such blocks would not fit an SM's shared memory (4 stages on an A100; any count on
-    an L40S's 100 KiB an SM) the launch keeps the 128-query build."""
+    128-query build; where two such blocks would not fit an SM's shared memory (3 or 4 stages on an A100; 2 or more
+    on an L40S's 100 KiB an SM) the launch keeps the 128-query build."""
     p = att.check_inputs(*_qkv())  # head dim 128
     causal = att.configure(p, H200, kernel="mma", causal=True)
     assert (causal.tile[0], causal.threads, causal.mma_q_smem, causal.stages) == (64, 128, True, 2)
@@ -266,10 +266,12 @@ def test_the_mma_kernel_runs_causal_head_dim_128_as_two_blocks_an_sm_where_they_
     at64 = att.configure(att.check_inputs(*_qkv(d=64)), H200, kernel="mma", causal=True)
     assert (at64.tile[0], at64.mma_pieces) == (128, 2)
     assert att.configure(p, A100, causal=True).tile[0] == 64  # two blocks of 2 stages and Q: 162 KiB of 164
+    assert att.configure(p, A100, causal=True, stages=3).tile[0] == 128  # 2 x 113 KiB > 164
     deep = att.configure(p, A100, causal=True, stages=4)  # 4 x 32 KiB and Q's 16: one block an SM
     assert (deep.tile[0], deep.mma_q_smem, deep.stages) == (128, False, 4) and deep.fits(A100.smem_per_block_optin)
     one = att.configure(p, L40S, causal=True)  # 80 KiB fit a block of 99 KiB, but only one an SM of 100
     assert (one.tile[0], one.threads, one.mma_q_smem) == (128, 256, False)
+    assert att.configure(p, L40S, causal=True, stages=1).tile[0] == 64  # 2 x 49 KiB fit 100
 
 
 def test_a_variant_that_outgrows_shared_memory_is_refused_before_the_driver():

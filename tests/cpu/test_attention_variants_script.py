@@ -31,7 +31,8 @@ def test_a_variant_replaces_the_problems_knobs_unless_it_starts_with_a_plus():
     got = dict(av.configs(p, False, H200, "wgmma", [av.parse_variant(v) for v in
                                                      ("base:+", "bare", "r0:+ASYNCCOPY_ATTN_RING=0,stages=2")]))
     own = dict(got["base"].defines)
-    assert own["ASYNCCOPY_ATTN_PERSISTENT"] == 1 and got["bare"].defines == () and not got["bare"].persistent
+    assert own["ASYNCCOPY_ATTN_PERSISTENT"] == 1 and not got["bare"].persistent
+    assert got["bare"].defines == ((av.VARIANT_TAG, 0),)  # built and launched apart from asynccopy.attention's own
     assert dict(got["r0"].defines) == {**own, "ASYNCCOPY_ATTN_RING": "0"} and got["r0"].stages == 2
     assert got["base"].stages == KERNELS["wgmma"].default_stages[0]
 
@@ -68,8 +69,9 @@ def test_warm_compiles_every_build_once_in_other_processes_into_the_cache_the_ru
 
     av = _script()
     monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path / "cache"))
-    copy = tmp_path / "before.cu"
-    copy.write_text((Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text())
+    copy = tmp_path / "before.cu"  # another text than the kernel's (a cubin is cached by its source text)
+    copy.write_text((Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text()
+                    + "// an earlier revision\n")
     try:
         av.add_source("before", str(copy), "mma")
         p = Problem(1, 2, 2, 300, 300, 64, "bfloat16")
@@ -106,3 +108,37 @@ def test_a_copy_of_the_mma_kernel_launches_as_the_mma_kernel(tmp_path):
             assert cfg.compile_job("sm_90a")[1]["defines"] == base.compile_job("sm_90a")[1]["defines"]
     finally:
         KERNELS.pop("mma_before", None)
+
+
+def test_a_copy_from_before_a_knob_builds_and_launches_without_it(tmp_path):
+    """A source copy takes only the problem's knobs its file reads: a copy of attention_mma.cu from before its block
+    height was a knob (ASYNCCOPY_ATTN_MMA_BM) launches causal head dim 128 as 128 queries a block, as it builds,
+    with Q's shared memory (a knob it reads) beside the stages."""
+    av = _script()
+    text = (Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text()
+    copy = tmp_path / "mma_old.cu"
+    copy.write_text(text.replace("ASYNCCOPY_ATTN_MMA_BM", "ASYNCCOPY_ATTN_MMA_ROWS_A_BLOCK"))
+    try:
+        av.add_source("mma_old", str(copy), "mma")
+        p = Problem(1, 2, 2, 300, 300, 128, "bfloat16")
+        (_, cfg), = av.configs(p, True, H200, "mma", [], ["mma_old"])
+        assert "ASYNCCOPY_ATTN_MMA_BM" not in dict(cfg.defines) and dict(cfg.defines)["ASYNCCOPY_ATTN_MMA_QSMEM"] == 1
+        assert (cfg.tile[0], cfg.threads, cfg.smem_bytes) == (128, 256, 2 * 2 * 64 * 128 * 2 + 128 * 128 * 2)
+    finally:
+        KERNELS.pop("mma_old", None)
+
+
+def test_warm_compiles_what_the_run_launches(tmp_path, monkeypatch):
+    """A build without knobs carries the tag the run launches it with, so --warm compiles that very build."""
+    from asynccopy import build
+    from asynccopy.attention_kernels import compile_many
+
+    av = _script()
+    monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path / "cache"))
+    p = Problem(1, 2, 2, 300, 300, 64, "bfloat16")
+    (_, bare), = av.configs(p, False, H200, "mma", [av.parse_variant("bare")])
+    assert dict(bare.defines) == {av.VARIANT_TAG: 0}  # as kernel_case launches it: not asynccopy.attention's build
+    build.clear_memory_cache()
+    assert compile_many([bare], "sm_90a", 1) == 1
+    build.clear_memory_cache()
+    assert bare.compile("sm_90a").source == "disk cache"
