@@ -346,28 +346,6 @@ class AttentionConfig:
                 {"min_cc": rec.min_cc, "arch_specific": rec.arch_specific, "arch": arch, "defines": defines})
 
 
-def _compile_job(job: tuple[tuple, dict]) -> None:
-    build.compile_record(*job[0], **job[1])
-
-
-def compile_many(cfgs, arch: str, processes: int) -> int:
-    """Compile each configuration for ``arch`` in ``processes`` processes side by side, into the disk cache the
-    launches then read (NVRTC is most of a fresh machine's time in a run of many builds); a build that fails raises
-    here. Returns the number of distinct builds."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    def key(job):  # a build's identity: its arguments and its macros by name, values as the compiler reads them
-        args, kwargs = job
-        return repr((args, sorted((k, str(v)) for k, v in kwargs["defines"].items()),
-                     sorted((k, repr(v)) for k, v in kwargs.items() if k != "defines")))
-
-    jobs = list({key(job): job for job in (cfg.compile_job(arch) for cfg in cfgs)}.values())
-    with ProcessPoolExecutor(max(1, processes), mp_context=get_context("spawn")) as pool:
-        for _ in pool.map(_compile_job, jobs):
-            pass
-    return len(jobs)
-
 
 # ---------------------------------------------------------------------------------------------
 # The stage count the pipeline model gives

@@ -233,6 +233,28 @@ def compile_record(what: str, source_file: str, template: str, name_expression: 
                    name=template)
 
 
+def _compile_record_job(job: tuple[tuple, dict]) -> None:
+    compile_record(*job[0], **job[1])
+
+
+def compile_many(jobs, processes: int) -> int:
+    """Compile records' builds side by side in ``processes`` spawned processes, into the disk cache the launches then
+    read (NVRTC is most of a fresh machine's time in a run of many builds); ``jobs``: compile_record's (args, kwargs)
+    each (an AttentionConfig's compile_job, say); a build that fails raises here. Returns the distinct builds."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    def key(job):  # a build's identity: its arguments and its macros by name, values as the compiler reads them
+        args, kwargs = job
+        return repr((args, sorted((k, str(v)) for k, v in (kwargs.get("defines") or {}).items()),
+                     sorted((k, repr(v)) for k, v in kwargs.items() if k != "defines")))
+
+    unique = list({key(job): job for job in jobs}.values())
+    with ProcessPoolExecutor(max(1, processes), mp_context=get_context("spawn")) as pool:
+        for _ in pool.map(_compile_record_job, unique):
+            pass
+    return len(unique)
+
 def compile(
     source: str,
     *,

@@ -24,8 +24,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from asynccopy import device
-from asynccopy.attention_kernels import compile_many
+from asynccopy import build, device
 from asynccopy.bench import attention_bench, attention_cases, harness
 from asynccopy.bench.harness import median, sweep
 from asynccopy.errors import ArgumentError
@@ -109,7 +108,8 @@ def main(argv=None) -> int:
     if args.warm:
         todo = [cfg for shape in shapes for causal in masks
                 for _, cfg in configs(Problem(*shape, args.dtype), causal, facts, args.kernel, variants, sources)]
-        print(f"compiled {compile_many(todo, facts.arch, args.warm)} builds in {args.warm} processes", flush=True)
+        built = build.compile_many([cfg.compile_job(facts.arch) for cfg in todo], args.warm)
+        print(f"compiled {built} builds in {args.warm} processes", flush=True)
     torch = attention_cases.load_torch()
     from cuda.core import Device
 

@@ -59,13 +59,12 @@ def test_a_source_copy_is_built_with_the_problems_knobs_under_its_own_name(tmp_p
 
 
 def test_warm_compiles_every_build_once_in_other_processes_into_the_cache_the_run_reads(tmp_path, monkeypatch):
-    """--warm N (attention_kernels.compile_many): the builds of every variant and source copy compiled in N spawned
-    processes into the disk cache, each distinct build once; the timed run's own compile is then a cache hit. A
-    build that cannot compile fails the warm-up."""
+    """--warm N (build.compile_many of the configurations' compile_job): the builds of every variant and source copy
+    compiled in N spawned processes into the disk cache, each distinct build once; the timed run's own compile is
+    then a cache hit. A build that cannot compile fails the warm-up."""
     from dataclasses import replace
 
     from asynccopy import build
-    from asynccopy.attention_kernels import compile_many
 
     av = _script()
     monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path / "cache"))
@@ -79,14 +78,15 @@ def test_warm_compiles_every_build_once_in_other_processes_into_the_cache_the_ru
                                                                        "ASYNCCOPY_ATTN_MMA_BM=64")]
         cfgs = [cfg for _, cfg in av.configs(p, True, H200, "mma", variants, ["before"])]
         build.clear_memory_cache()
-        assert compile_many(cfgs, "sm_90a", 2) == 3  # base and again build the same; the copy builds apart
+        # base and again build the same; the copy builds apart
+        assert build.compile_many([c.compile_job("sm_90a") for c in cfgs], 2) == 3
         build.clear_memory_cache()
         assert [cfg.compile("sm_90a").source for cfg in cfgs] == ["disk cache", "memory cache", "disk cache",
                                                                   "disk cache"]
         assert len(list((tmp_path / "cache").glob("*.cubin"))) == 3
         bad = replace(cfgs[0], defines=(("ASYNCCOPY_ATTN_MMA_BM", 96),))
         with pytest.raises(build.CompileError, match="64 or 128 queries a block"):
-            compile_many([bad], "sm_90a", 1)
+            build.compile_many([bad.compile_job("sm_90a")], 1)
     finally:
         KERNELS.pop("before", None)
 
@@ -131,7 +131,6 @@ def test_a_copy_from_before_a_knob_builds_and_launches_without_it(tmp_path):
 def test_warm_compiles_what_the_run_launches(tmp_path, monkeypatch):
     """A build without knobs carries the tag the run launches it with, so --warm compiles that very build."""
     from asynccopy import build
-    from asynccopy.attention_kernels import compile_many
 
     av = _script()
     monkeypatch.setenv("ASYNCCOPY_CACHE_DIR", str(tmp_path / "cache"))
@@ -139,6 +138,6 @@ def test_warm_compiles_what_the_run_launches(tmp_path, monkeypatch):
     (_, bare), = av.configs(p, False, H200, "mma", [av.parse_variant("bare")])
     assert dict(bare.defines) == {av.VARIANT_TAG: 0}  # as kernel_case launches it: not asynccopy.attention's build
     build.clear_memory_cache()
-    assert compile_many([bare], "sm_90a", 1) == 1
+    assert build.compile_many([bare.compile_job("sm_90a")], 1) == 1
     build.clear_memory_cache()
     assert bare.compile("sm_90a").source == "disk cache"
