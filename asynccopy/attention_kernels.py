@@ -70,12 +70,9 @@ class AttentionKernel:
     # were measured with; sdpa.configure)
     mask_knobs: tuple[tuple[int, bool, tuple[tuple[str, object], ...], int], ...] = ()
 
-    def knobs_for(self, head_dim: int, causal: bool) -> tuple[tuple[str, object], ...]:
-        return next((k for d, c, k, _ in self.mask_knobs if d == head_dim and c == bool(causal)), ())
-
-    def knob_blocks(self, head_dim: int, causal: bool) -> int:
-        """The blocks an SM the mask's knobs need (1 where there are none)."""
-        return next((b for d, c, _, b in self.mask_knobs if d == head_dim and c == bool(causal)), 1)
+    def knobs_for(self, head_dim: int, causal: bool) -> tuple[tuple[tuple[str, object], ...], int]:
+        """(knobs, blocks an SM they need) for this head dim and mask: ((), 1) where there are none."""
+        return next(((k, b) for d, c, k, b in self.mask_knobs if d == head_dim and c == bool(causal)), ((), 1))
 
     def pieces_for(self, head_dim: int) -> int:
         """m16 row pieces a warp owns at this head dim (attention_mma.cu's MW)."""

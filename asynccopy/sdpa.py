@@ -223,9 +223,9 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
     cfg = AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
                           defines=launch + (() if stages <= fit else _narrow(rec)))
     # the record's knobs for the mask, where the build fits a block and as many blocks an SM as they were measured with
-    mask = cfg.with_defines(rec.knobs_for(p.head_dim, causal))
-    per_sm = facts.smem_per_sm // (mask.smem_bytes + rec.smem_reserve)
-    if mask.fits(limit) and per_sm >= rec.knob_blocks(p.head_dim, causal):
+    knobs, blocks = rec.knobs_for(p.head_dim, causal)
+    mask = cfg.with_defines(knobs)
+    if mask.fits(limit) and facts.smem_per_sm // (mask.smem_bytes + rec.smem_reserve) >= blocks:
         cfg = mask
     return with_persistence(with_turns(cfg, p.q_len, p.k_len), limit, p.q_len, p.k_len)
 

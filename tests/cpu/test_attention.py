@@ -23,7 +23,7 @@ V100 = device.lookup("V100")
 STAGES = {"sm_80": (1, 3), "sm_90a": (2, 4)}
 # each as the launch builds it (the record's knobs for the head dim and mask)
 CASES = [(arch, AttentionConfig("mma", dtype, d, stages, causal,
-                                defines=att.KERNELS["mma"].knobs_for(d, causal)))
+                                defines=att.KERNELS["mma"].knobs_for(d, causal)[0]))
          for arch in STAGES for dtype, d, causal, stages in itertools.product(att.DTYPES, (64, 128), (False, True),
                                                                               STAGES[arch])]
 

@@ -141,3 +141,8 @@ def test_warm_compiles_what_the_run_launches(tmp_path, monkeypatch):
     assert build.compile_many([bare.compile_job("sm_90a")], 1) == 1
     build.clear_memory_cache()
     assert bare.compile("sm_90a").source == "disk cache"
+
+
+def test_a_negative_warm_count_is_refused_by_name():
+    with pytest.raises(ArgumentError, match=r"--warm -1: a number of processes, 0 for none"):
+        _script().main(["--warm", "-1"])
