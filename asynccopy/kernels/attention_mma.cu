@@ -40,7 +40,8 @@
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
 //   Q [BM][D] (one stage at BM = 128, half of one at 64) in stage STAGES - 1 until it is in registers (MW = 1),
 //   or in its own [BM][D] after the stages (Q_SMEM: STAGES x stage + BM x D x 2 bytes).
-// Registers (NVRTC 13.5, no local memory at any configuration): D = 64 162-171 a thread, D = 128
+// Registers (NVRTC 13.5, no local memory at any default configuration; ASYNCCOPY_ATTN_MMA_OVERLAP at 32 rows a
+// warp or at D = 128 without XOR spills 24-144 bytes, docs/design.md 11b): D = 64 162-171 a thread, D = 128
 // 223-245: one block of 8 warps an SM either way. __launch_bounds__(256, 2) at D = 64 (128 registers)
 // spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):
 // 211-238 registers, no stack, with its Q K^T k steps rolled (unrolled it loaded every K fragment of a
@@ -473,8 +474,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             const int key0 = t * BN;
             // Groups so far: Q, tiles 0 .. t + STAGES - 2; all but the newest STAGES - 3 landed: tile t + 1 did.
             ac::wait_group<STAGES - 3>();
-            // Tile t + 1 from every thread is visible, and every warp is done with tile t - 1's V and tile t's K
-            // (and, at t = 0, with Q), whose stage (t - 1's) the copies below refill.
+            // Tile t + 1 from every thread is visible, and every warp is done with tile t - 1's stage (its K read
+            // at iteration t - 2, its V at t - 1; at t = 0, the last stage's Q), which the copies below refill.
             __syncthreads();
             const int next = t + STAGES - 1;
             if (next < tiles) {
