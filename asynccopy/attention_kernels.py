@@ -223,7 +223,9 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
             # before 64 queries a block, causal too)
             "bm128": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 0)),
             # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop)
-            "xor": (("ASYNCCOPY_ATTN_MMA_XOR", 1),)},
+            "xor": (("ASYNCCOPY_ATTN_MMA_XOR", 1),),
+            # (at 3 or more stages) the next key tile's Q K^T beside this tile's softmax and P V
+            "overlap": (("ASYNCCOPY_ATTN_MMA_OVERLAP", 1),)},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,), "bm128": (128,)}  # the head dims a variant builds at (others: all)
 

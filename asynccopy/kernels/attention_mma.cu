@@ -21,7 +21,7 @@
 //      which the pipeline fills only after every warp has read Q into registers: per k16 step of D one
 //      ldmatrix .x4, the mma A fragment of the warp's 16 rows (D / 16 x 4 registers a thread). With MW = 2
 //      (Q_SMEM) the tile goes to shared memory of its own after the stages instead, never overwritten, and
-//      attend() reads each piece's A fragment there at every k step.
+//      scores() reads each piece's A fragment there at every k step.
 //   K, V: key tiles of BN = 64 keys walked through STAGES stages of [K tile | V tile] (the protocol of
 //      gemm_mma.cu: one commit group per tile, empty past the last; wait_group<STAGES - 2>, one barrier,
 //      the refill of the stage read last, compute). Keys past k_len are zero-filled (src-size 0): V's
@@ -40,7 +40,8 @@
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
 //   Q [BM][D] (one stage at BM = 128, half of one at 64) in stage STAGES - 1 until it is in registers (MW = 1),
 //   or in its own [BM][D] after the stages (Q_SMEM: STAGES x stage + BM x D x 2 bytes).
-// Registers (NVRTC 13.5, no local memory at any configuration): D = 64 162-171 a thread, D = 128
+// Registers (NVRTC 13.5, no local memory at any default configuration; ASYNCCOPY_ATTN_MMA_OVERLAP at 32 rows a
+// warp or at D = 128 without XOR spills 24-144 bytes, docs/design.md 11b): D = 64 162-171 a thread, D = 128
 // 223-245: one block of 8 warps an SM either way. __launch_bounds__(256, 2) at D = 64 (128 registers)
 // spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):
 // 211-238 registers, no stack, with its Q K^T k steps rolled (unrolled it loaded every K fragment of a
@@ -96,10 +97,17 @@ static_assert(MW == 1 || MW == 2, "16 or 32 rows a warp");
 #endif
 constexpr bool Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0;
 // ASYNCCOPY_ATTN_MMA_XOR: 1, every ldmatrix address of a key tile from two lane offsets by one XOR with its step's
-// constant (LaneOffsets), the lane offsets made opaque to the compiler at each tile so that it cannot keep each
-// step's address in a register of its own across tiles; 0 (default), swizzled() at every access.
+// constant (lane_offsets()), the lane offsets made opaque to the compiler at each tile so that it cannot hoist the
+// per-step addresses out of the key loop into registers of their own; 0 (default), swizzled() at every access.
 #ifndef ASYNCCOPY_ATTN_MMA_XOR
 #define ASYNCCOPY_ATTN_MMA_XOR 0
+#endif
+// ASYNCCOPY_ATTN_MMA_OVERLAP: 1 (at 3 or more stages), the next key tile's Q K^T issued beside this tile's softmax
+// and P V, in one stretch of code the compiler may interleave (the tensor cores busy under the softmax's FFMA and
+// MUFU); its scores take a second set of registers, and the K/V ring keeps tile t + 1 landed while tile t is
+// folded (one stage more in use). 0 (default): each tile's Q K^T, softmax and P V in turn.
+#ifndef ASYNCCOPY_ATTN_MMA_OVERLAP
+#define ASYNCCOPY_ATTN_MMA_OVERLAP 0
 #endif
 static_assert(Q_SMEM || MW == 1, "32 rows a warp keep Q in shared memory");
 constexpr int WARPS = BM / (16 * MW);
@@ -204,12 +212,11 @@ __device__ __forceinline__ void load_q_fragment(unsigned (&a)[4], const unsigned
 }
 
 // The ldmatrix addresses as XORs of two lane offsets (ASYNCCOPY_ATTN_MMA_XOR). An 8x8 matrix's rows start at a
-// multiple of 8 (so row & 7 = r, the lane's row in it) and its 16-byte chunk is c = 2 step + half (half: which
-// matrix of an .x4 pair), so swizzled(8 (row / 8) + r, 16 c) = row part + 16 ((2 step + half) ^ r) = row part +
+// multiple of 8 (so row & 7 = r, the lane's row in it) and its 16-byte chunk c = 2 step + half (half: which
+// matrix of the .x4 pair), so swizzled(8 (row / 8) + r, 16 c) = row part + 16 ((2 step + half) ^ r) = row part +
 // (16 (half ^ r) ^ 32 step): the step enters by one XOR below the row part's bits (rows of at least 128 bytes, 32
-// step < the row's bytes). K's (key rows, d chunks; half = mat & 1, rows + 8 (mat >> 1)): k ^ 32 kk + 16 p rows;
-// V's and Q's (rows + 8 (mat & 1), chunks by step; half = mat >> 1): v ^ 32 step + 16 rows. (Checked against
-// swizzled() for every lane and step: tests/cpu/test_attention.py.)
+// step < the row's bytes). K's (key rows, d chunks; half = mat & 1, rows + 8 (mat >> 1)): k_lane ^ 32 kk + 16 p
+// rows; V's and Q's (rows + 8 (mat & 1), chunks by step; half = mat >> 1): v_lane ^ 32 step + 16 rows.
 template <int ROW_BYTES>
 struct LaneOffsets {
     int k = 0, v = 0;
@@ -224,13 +231,11 @@ struct LaneOffsets {
     }
 };
 
-// One key tile (keys key0 .. key0 + BN - 1, K and V tiles at ks, vs) folded into O and the row state.
-// MASK: some key of the tile is >= k_len or (CAUSAL) past some row of the warp.
-// With MW = 2 every K and V fragment serves both row pieces (o[i], st[i], qf[i]: rows row_g + 16 i, + 8).
-template <class T, int D, bool CAUSAL, bool MASK>
-__device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[MW], const unsigned (&qf)[MW][D / 16][4],
-                                       const unsigned char* qs, const unsigned char* ks, const unsigned char* vs,
-                                       int key0, int row_g, int k_len, float scale_log2)
+// S = Q K^T of one key tile (the K tile at ks), unscaled, into s.
+// With MW = 2 every K fragment serves both row pieces (s[i], qf[i]: rows row_g + 16 i, + 8).
+template <class T, int D>
+__device__ __forceinline__ void scores(float (&s)[MW][BN / 8][4], const unsigned (&qf)[MW][D / 16][4],
+                                       const unsigned char* qs, const unsigned char* ks)
 {
     using Tag = typename ac::MmaType<T>::tag;
     constexpr int ROW_BYTES = 2 * D;
@@ -243,7 +248,6 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
     // .x4 matrices: (keys +0, d +0), (keys +0, d +8), (keys +8, d +0), (keys +8, d +8) = b0, b1 of n8
     // tile 2p, b0, b1 of tile 2p + 1: lane 8 mat + r addresses key 16p + 8 (mat >> 1) + r, dim
     // 16 kk + 8 (mat & 1).
-    float s[MW][BN / 8][4];
 #pragma unroll
     for (int i = 0; i < MW; ++i)
 #pragma unroll
@@ -284,6 +288,21 @@ __device__ __forceinline__ void attend(float (&o)[MW][D / 8][4], RowState (&st)[
             }
         }
     }
+
+}
+
+// One key tile's scores s (keys key0 .. key0 + BN - 1; its V tile at vs) folded into O and the row state.
+// MASK: some key of the tile is >= k_len or (CAUSAL) past some row of the warp.
+// With MW = 2 every V fragment serves both row pieces (o[i], st[i], s[i]: rows row_g + 16 i, + 8).
+template <class T, int D, bool CAUSAL, bool MASK>
+__device__ __forceinline__ void fold(float (&o)[MW][D / 8][4], RowState (&st)[MW], float (&s)[MW][BN / 8][4],
+                                     const unsigned char* vs, int key0, int row_g, int k_len, float scale_log2)
+{
+    using Tag = typename ac::MmaType<T>::tag;
+    constexpr int ROW_BYTES = 2 * D;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const int mat = lane / 8, r = lane % 8;
+    [[maybe_unused]] const LaneOffsets<ROW_BYTES> lo;
 
     // x = s * scale * log2 e (the scale folded into the exp2's argument; multiplied before the maximum,
     // so a negative scale is right too); s[nt][e] is (row g + 8 (e >> 1), key key0 + 8 nt + 2q + (e & 1)).
@@ -386,6 +405,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr int TILE_BYTES = BN * ROW_BYTES;   // one K or V tile
     constexpr int STAGE_BYTES = 2 * TILE_BYTES;  // [K tile | V tile]
     static_assert(BM * ROW_BYTES <= STAGE_BYTES, "the Q tile fits one stage");
+    constexpr bool OVERLAP = ASYNCCOPY_ATTN_MMA_OVERLAP != 0 && STAGES >= 3;
 
     // [STAGES][K [BN][D] | V [BN][D]] T, 16-byte chunks XOR-swizzled per row; Q [BM][D] in the last stage first
     // (MW = 1), or after the stages for good (MW = 2)
@@ -417,9 +437,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     // Q's group is the oldest: all but the newest STAGES - 1 landed means it did; the barrier makes every
-    // thread's copies visible. With 16 rows a warp Q's fragments go to registers here (with 32, attend()
+    // thread's copies visible. With 16 rows a warp Q's fragments go to registers here (with 32, scores()
     // reads them from Q's own shared memory at every k step).
-    ac::wait_group<STAGES - 1>();
+    // (OVERLAP: tile 0 as well, whose scores are taken before the loop.)
+    ac::wait_group<OVERLAP ? STAGES - 2 : STAGES - 1>();
     __syncthreads();
     unsigned qf[MW][D / 16][4] = {};
 #pragma unroll
@@ -443,8 +464,55 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int warp_first = m0 + 16 * MW * warp, warp_last = warp_first + 16 * MW - 1;
     const float scale_log2 = scale * LOG2E;
 
+    if constexpr (OVERLAP) {
+        float s[MW][BN / 8][4];  // a key tile's scores
+        // Groups: Q, tiles 0 .. STAGES - 2; at tile t the wait keeps tile t + 1 landed, the refill takes tile t - 1's
+        // stage (STAGES >= 3: neither t's nor t + 1's), and tile t + 1's scores go beside tile t's fold.
+        if (tiles > 0) scores<T, D>(s, qf, q_smem, smem);
 #pragma unroll 1
-    for (int t = 0; t < tiles; ++t) {
+        for (int t = 0; t < tiles; ++t) {
+            const int key0 = t * BN;
+            // Groups so far: Q, tiles 0 .. t + STAGES - 2; all but the newest STAGES - 3 landed: tile t + 1 did.
+            ac::wait_group<STAGES - 3>();
+            // Tile t + 1 from every thread is visible, and every warp is done with tile t - 1's stage (its K read
+            // at iteration t - 2, its V at t - 1; at t = 0, the last stage's Q), which the copies below refill.
+            __syncthreads();
+            const int next = t + STAGES - 1;
+            if (next < tiles) {
+                unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
+                load_rows<T, D, BN>(refill, kg, k_ss, next * BN, k_len);
+                load_rows<T, D, BN>(refill + TILE_BYTES, vg, v_ss, next * BN, k_len);
+            }
+            ac::commit_group();  // by every thread, converged, copies or none
+            const unsigned char* vs = smem + ac::stage_of<STAGES>(t) * STAGE_BYTES + TILE_BYTES;
+            const unsigned char* kn = smem + ac::stage_of<STAGES>(t + 1) * STAGE_BYTES;
+            // warp-uniform: a tile wholly past this warp's last row adds nothing to its rows (nor any later tile)
+            if (CAUSAL && key0 > warp_last) continue;
+            const bool mask = key0 + BN > k_len || (CAUSAL && key0 + BN - 1 > warp_first);
+            if (t + 1 < tiles && (!CAUSAL || key0 + BN <= warp_last)) {
+                float sn[MW][BN / 8][4];
+                if (mask) {
+                    scores<T, D>(sn, qf, q_smem, kn);
+                    fold<T, D, CAUSAL != 0, true>(o, st, s, vs, key0, row_g, k_len, scale_log2);
+                } else {
+                    scores<T, D>(sn, qf, q_smem, kn);
+                    fold<T, D, CAUSAL != 0, false>(o, st, s, vs, key0, row_g, k_len, scale_log2);
+                }
+#pragma unroll
+                for (int i = 0; i < MW; ++i)
+#pragma unroll
+                    for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) s[i][nt][e] = sn[i][nt][e];
+            } else if (mask) {
+                fold<T, D, CAUSAL != 0, true>(o, st, s, vs, key0, row_g, k_len, scale_log2);
+            } else {
+                fold<T, D, CAUSAL != 0, false>(o, st, s, vs, key0, row_g, k_len, scale_log2);
+            }
+        }
+    }
+#pragma unroll 1
+    for (int t = 0; t < tiles && !OVERLAP; ++t) {
         const int key0 = t * BN;
         if constexpr (STAGES == 1) {
             load_rows<T, D, BN>(smem, kg, k_ss, key0, k_len);
@@ -471,10 +539,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         // warp-uniform: a tile wholly past this warp's last row adds nothing to its rows
         if (!CAUSAL || key0 <= warp_last) {
             const bool mask = key0 + BN > k_len || (CAUSAL && key0 + BN - 1 > warp_first);
-            if (mask)
-                attend<T, D, CAUSAL != 0, true>(o, st, qf, q_smem, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
-            else
-                attend<T, D, CAUSAL != 0, false>(o, st, qf, q_smem, ks, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
+            // each instantiation with its own Q K^T: one stretch of code from the first product to the last
+            float sc[MW][BN / 8][4];
+            if (mask) {
+                scores<T, D>(sc, qf, q_smem, ks);
+                fold<T, D, CAUSAL != 0, true>(o, st, sc, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
+            } else {
+                scores<T, D>(sc, qf, q_smem, ks);
+                fold<T, D, CAUSAL != 0, false>(o, st, sc, ks + TILE_BYTES, key0, row_g, k_len, scale_log2);
+            }
         }
         if constexpr (STAGES == 1) __syncthreads();  // every warp has read the stage before the next load
     }

@@ -325,21 +325,19 @@ def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, row
     cp.copy16(tile + _swizzled(2 * d, row, 16 * chunk), data)
 
 
-def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0: int, row_g, k_len: int,
-                scale_log2: float, d: int, causal: bool, mask, dtype: str):
-    """.cu attend<T, D, CAUSAL, MASK>(o, st, qf, qs, ks, vs, key0, row_g, k_len, scale_log2), for all BM / 16 row
-    pieces ([W] leading axis, that of ``o``; ``mask`` [W] picks the MASK instantiation per piece's warp).
-    ``q_at``: None (Q's fragments ``qf`` in registers) or Q's own shared-memory offset (Q_SMEM: read at every k
-    step). Returns the new (o, st_max, st_sum)."""
+def _mma_scores(sm: Shared, w: int, qf, q_at, ks: int, d: int, dtype: str):
+    """.cu scores<T, D>(s, qf, qs, ks): S = Q K^T of the K tile at ``ks`` for the block's ``w`` row pieces ([W]
+    leading axis). ``q_at``: None (Q's fragments ``qf`` in registers) or Q's own shared-memory offset (Q_SMEM: read
+    at every k step). Returns s [W, BN/8, 32, 4]."""
     row_bytes = 2 * d
     lane = np.arange(32)
     mat, r = lane // 8, lane % 8
     # S = Q K^T, the p loop as an axis (addresses [1, BN/16, 32]): .cu "ldmatrix_x4(f, ks + swizzled<ROW_BYTES>(16 * p +
     # 8 * (mat >> 1) + r, 2 * (16 * kk + 8 * (mat & 1)))); b0 = {f[0], f[1]}, b1 = {f[2], f[3]}; mma(s[2 * p], qf[kk], b0);
     # mma(s[2 * p + 1], qf[kk], b1)"
-    s = np.zeros((o.shape[0], MMA_BN // 8, 32, 4))
+    s = np.zeros((w, MMA_BN // 8, 32, 4))
     p = np.arange(MMA_BN // 16)[None, :, None]
-    piece = np.arange(o.shape[0])[:, None]
+    piece = np.arange(w)[:, None]
     for kk in range(d // 16):
         # .cu "if constexpr (Q_SMEM) ldmatrix_x4(qa[i], qs + swizzled<ROW_BYTES>(16 * (MW * warp + i) + 8 * (mat & 1)
         # + r, 2 * (16 * kk + 8 * (mat >> 1)))); else qa[i][e] = qf[i][kk][e]"
@@ -349,6 +347,16 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
                         trans=False)  # [1, P, 32, 4]
         b = np.stack([f[..., 0:2], f[..., 2:4]], axis=2).reshape(1, MMA_BN // 8, 32, 2)  # n8 tiles 2p, 2p + 1
         s = mma_m16n8k16(s, qa[:, None], b, dtype)
+    return s
+
+
+def _mma_fold(sm: Shared, o, st_max, st_sum, s, vs: int, key0: int, row_g, k_len: int, scale_log2: float, d: int,
+              causal: bool, mask, dtype: str):
+    """.cu fold<T, D, CAUSAL, MASK>(o, st, s, vs, key0, row_g, k_len, scale_log2): the scores ``s`` [W, BN/8, 32, 4]
+    of one key tile scaled, masked, through the online softmax and P V. Returns the new (o, st_max, st_sum)."""
+    row_bytes = 2 * d
+    lane = np.arange(32)
+    mat, r = lane // 8, lane % 8
     # .cu "float x = s[nt][e] * scale_log2; if constexpr (MASK) { const int key = key0 + 8 * nt + 2 * q4 + (e & 1);
     # if (key >= k_len || (CAUSAL && key > row_g + 8 * (e >> 1))) x = NEG_INF; }"
     q4 = lane % 4
@@ -393,8 +401,16 @@ def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0:
     return o, st_max, st_sum
 
 
+def _mma_attend(sm: Shared, o, st_max, st_sum, qf, q_at, ks: int, vs: int, key0: int, row_g, k_len: int,
+                scale_log2: float, d: int, causal: bool, mask, dtype: str):
+    """.cu's non-overlapped tile: scores() then fold<MASK>() (``mask`` [W] picks the instantiation per warp)."""
+    s = _mma_scores(sm, o.shape[0], qf, q_at, ks, d, dtype)
+    return _mma_fold(sm, o, st_max, st_sum, s, vs, key0, row_g, k_len, scale_log2, d, causal, mask, dtype)
+
+
 def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: int, stages: int, causal: bool,
-               dtype: str, copies: str, pieces: int, q_smem: bool | None = None, bm: int = MMA_BM) -> None:
+               dtype: str, copies: str, pieces: int, q_smem: bool | None = None, bm: int = MMA_BM,
+               overlap: bool = False) -> None:
     """One block (blockIdx ``block`` = (x, y, z), gridDim ``grid`` = (x, y)) of the kernel attention_mma<T, D,
     STAGES, CAUSAL> built with MW = ``pieces`` and BM = ``bm``; ``a``: its arguments by name (q, k, v, out: flat global memory;
     lse flat; the strides in elements; group, q_len, k_len, scale) and ``writes``, a count per element of out."""
@@ -407,6 +423,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     stage_bytes = 2 * tile_bytes
     assert bm * row_bytes <= stage_bytes  # .cu "the Q tile fits one stage"
     knobs = ((MMA_MW_KNOB, pieces), (MMA_BM_KNOB, bm)) + (() if q_smem is None else ((MMA_QSMEM_KNOB, int(q_smem)),))
+    ov = overlap and stages >= 3  # .cu "OVERLAP = ASYNCCOPY_ATTN_MMA_OVERLAP != 0 && STAGES >= 3"
     cfg = AttentionConfig("mma", dtype, d, stages, causal, defines=knobs)
     threads = cfg.threads  # .cu "THREADS = 32 * WARPS", WARPS = BM / (16 * MW)
     assert threads == 32 * bm // (16 * pieces) and cfg.tile[0] == bm
@@ -440,7 +457,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     mat, r = lane // 8, lane % 8
     # .cu "wait_group<STAGES - 1>(); __syncthreads(); ldmatrix_x4(qf[i][kk], q_smem + swizzled<ROW_BYTES>(16 * (MW *
     # warp + i) + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))))" (MW = 1 only: "kk < D / 16 && !Q_SMEM")
-    cp.wait(stages - 1)
+    cp.wait(stages - 2 if ov else stages - 1)  # .cu "wait_group<OVERLAP ? STAGES - 2 : STAGES - 1>()"
     qf = None if q_own else [
         ldmatrix_x4(sm, q_smem + _swizzled(row_bytes, 16 * piece + 8 * (mat & 1) + r, 2 * (16 * kk + 8 * (mat >> 1))),
                     trans=False) for kk in range(d // 16)]  # each [W, 32, 4]
@@ -457,7 +474,35 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
 
     # .cu "for (int t = 0; t < tiles; ++t)": STAGES == 1: load, commit, wait_group<0>; else wait_group<STAGES - 2>,
     # refill stage_of(t + STAGES - 1) if it is a tile, commit; then attend on stage_of(t) unless the warp skips it
-    for t in range(tiles):
+    q_at = q_smem if q_own else None
+    if ov:
+        # .cu "if (tiles > 0) scores(s, qf, q_smem, smem); for (t...) { wait_group<STAGES - 3>(); refill stage_of(t +
+        # STAGES - 1); commit; vs = stage_of(t) + TILE_BYTES; kn = stage_of(t + 1); if (CAUSAL && key0 > warp_last)
+        # continue; if (t + 1 < tiles && (!CAUSAL || key0 + BN <= warp_last)) { scores(sn, .., kn); fold<mask>(s, vs);
+        # s = sn } else fold<mask>(s, vs) }"
+        sc = _mma_scores(sm, w, qf, q_at, 0, d, dtype)
+        for t in range(tiles):
+            key0 = t * MMA_BN
+            cp.wait(stages - 3)
+            nxt = t + stages - 1
+            if nxt < tiles:
+                refill = (nxt % stages) * stage_bytes
+                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+            cp.commit()
+            vs = (t % stages) * stage_bytes + tile_bytes
+            kn = ((t + 1) % stages) * stage_bytes
+            active = np.full(w, True) if not causal else key0 <= warp_last
+            has_next = active & (t + 1 < tiles) & ((not causal) | (key0 + MMA_BN <= warp_last))
+            mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
+            sn = _mma_scores(sm, w, qf, q_at, kn, d, dtype) if has_next.any() else sc
+            o2, m2, s2 = _mma_fold(sm, o, st_max, st_sum, sc, vs, key0, row_g, k_len, scale_log2, d, causal, mask,
+                                   dtype)
+            keep = active[:, None, None]
+            o = np.where(active[:, None, None, None], o2, o)
+            st_max, st_sum = np.where(keep, m2, st_max), np.where(keep, s2, st_sum)
+            sc = np.where(has_next[:, None, None, None], sn, sc)
+    for t in range(tiles if not ov else 0):
         key0 = t * MMA_BN
         if stages == 1:
             _mma_load_rows(cp, 0, k, kg, a["k_ss"], key0, k_len, d, MMA_BN, threads)
@@ -475,9 +520,8 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
         ks = (t % stages) * stage_bytes
         active = np.full(w, True) if not causal else key0 <= warp_last
         mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
-        o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, q_smem if q_own else None, ks, ks + tile_bytes, key0,
-                                 row_g, k_len, scale_log2, d,
-                                 causal, mask, dtype)
+        o2, m2, s2 = _mma_attend(sm, o, st_max, st_sum, qf, q_at, ks, ks + tile_bytes, key0, row_g, k_len,
+                                 scale_log2, d, causal, mask, dtype)
         keep = active[:, None, None]
         o = np.where(active[:, None, None, None], o2, o)  # a skipped warp's state is untouched
         st_max, st_sum = np.where(keep, m2, st_max), np.where(keep, s2, st_sum)
@@ -522,14 +566,15 @@ def _memory(bits, layout: str):
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
                 dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None,
-                q_smem: bool | None = None, bm: int | None = None):
+                q_smem: bool | None = None, bm: int | None = None, overlap: bool = False):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
     batch), the strides of the arrays, group = heads / kv_heads). The build: as the launch configures it on an H200
     (the record's rows a warp at this head dim and its knobs for the mask: 64 queries a block with Q in shared
     memory causal at head dim 128 where two such blocks fit an SM), or, where any of them is given, a variant's:
     ``pieces`` its MW (default the record's at this head dim), ``q_smem`` Q in shared memory of its own, ``bm`` its
-    queries a block (default 128)."""
+    queries a block (default 128). ``overlap``: ASYNCCOPY_ATTN_MMA_OVERLAP (at 3 or more stages, the next tile's
+    Q K^T beside this tile's fold)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -549,7 +594,8 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     bm = bm or MMA_BM
     grid = (-(-q_len // bm), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):
-        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies, pieces or rec.pieces_for(d), q_smem, bm)
+        _mma_block(a, block, grid[:2], d, stages, causal, dtype, copies, pieces or rec.pieces_for(d), q_smem, bm,
+                   overlap)
     if np.any(a["writes"] > 1):
         raise AssertionError(f"{int((a['writes'] > 1).sum())} output elements written more than once")
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]

@@ -157,6 +157,34 @@ def _id(c):
             f"{'' if scale is None else f'-scale{scale}'}-{extra}")
 
 
+# ASYNCCOPY_ATTN_MMA_OVERLAP (variant overlap) on the launch's build of each problem: (batch, heads, kv_heads, q_len,
+# k_len, head_dim, causal, stages, dtype, copies); at 2 stages the kernel keeps its plain loop
+OVERLAP_CASES = [
+    (1, 1, 1, 300, 300, 128, False, 3, "bfloat16", "late"),
+    (1, 1, 1, 300, 300, 128, True, 3, "float16", "eager"),
+    (1, 1, 1, 129, 513, 64, False, 4, "float16", "late"),
+    (2, 2, 1, 200, 200, 64, True, 3, "bfloat16", "late"),
+    (1, 1, 1, 65, 64, 128, True, 4, "bfloat16", "late"),
+    (1, 1, 1, 5, 1, 64, False, 3, "float16", "eager"),
+    (1, 1, 1, 200, 129, 128, False, 2, "float16", "late"),
+    # 16 rows a warp at head dim 64 (the overlap's second register set fits there without a stack)
+    (1, 1, 1, 300, 300, 64, False, 3, "bfloat16", "late", 1),
+    (2, 2, 1, 129, 250, 64, True, 4, "float16", "eager", 1),
+]
+
+
+@pytest.mark.parametrize("case", OVERLAP_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_mma_overlap_emulation_matches_sdpa(case):
+    """The next tile's scores taken beside this tile's fold: the K/V ring's wait keeps tile t + 1 landed and the
+    refill takes tile t - 1's stage; a wait one group short, or a refill of tile t's or t + 1's stage, reads a stage
+    that has not landed or was overwritten (the "late" and "eager" landings show either)."""
+    b, h, hk, lq, lk, d, causal, stages, dtype, copies, *pieces = case
+    q, k, v = inputs(b, h, hk, lq, lk, d, dtype, seed=lq * 1000 + lk + 7)
+    out, lse = emu.emulate_mma(q, k, v, causal, None, stages, dtype=dtype, copies=copies, overlap=True,
+                               pieces=pieces[0] if pieces else None)
+    check(out, lse, q, k, v, causal, None, dtype)
+
+
 @pytest.mark.parametrize("case", MMA_CASES, ids=_id)
 def test_mma_emulation_matches_sdpa(case):
     b, h, hk, lq, lk, d, causal, stages, dtype, scale, (copies, layout, *build) = case

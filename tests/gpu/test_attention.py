@@ -238,6 +238,16 @@ def test_the_mma_builds_of_64_queries_and_of_xor_addresses_match_float64(torch, 
     _variant_matches_float64(torch, facts, rng, "mma", variant, shape, causal, stages, dtype, layout)
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 1, 1, 1, 128), (2, 4, 2, 300, 77, 128), (1, 4, 4, 1000, 1000, 128),
+                                   (2, 2, 1, 333, 1000, 64), (1, 2, 2, 65, 130, 64)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_the_mma_build_with_the_next_scores_overlapped_matches_float64(torch, facts, rng, shape, causal, stages):
+    """attention_mma.cu with the next key tile's Q K^T beside this tile's fold (variant overlap,
+    ASYNCCOPY_ATTN_MMA_OVERLAP=1: at 3 and 4 stages; at 2 the kernel keeps its plain loop)."""
+    _variant_matches_float64(torch, facts, rng, "mma", "overlap", shape, causal, stages, "bfloat16", "bhsd")
+
+
 def _variant_matches_float64(torch, facts, rng, kernel, variant, shape, causal, stages, dtype, layout):
     """One compile-time build of ``kernel`` (attention_kernels.VARIANTS) on fresh inputs, the output poisoned
     first, against the float64 reference within twice PyTorch's own error; a build that outgrows shared memory
