@@ -69,6 +69,13 @@ class AttentionKernel:
     # where the build with them fits a block's shared memory and ``blocks`` such blocks fit an SM's (what the knobs
     # were measured with; sdpa.configure)
     mask_knobs: tuple[tuple[int, bool, tuple[tuple[str, object], ...], int], ...] = ()
+    # (head_dim, knobs): compile-time knobs the launch sets for every problem of that head dim (before mask_knobs,
+    # whose own knobs win where both set one; sdpa.configure)
+    head_knobs: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
+
+    def head_knobs_for(self, head_dim: int) -> tuple[tuple[str, object], ...]:
+        """The knobs every problem of this head dim builds with: () where there are none."""
+        return next((k for d, k in self.head_knobs if d == head_dim), ())
 
     def knobs_for(self, head_dim: int, causal: bool) -> tuple[tuple[tuple[str, object], ...], int]:
         """(knobs, blocks an SM they need) for this head dim and mask: ((), 1) where there are none."""
@@ -128,6 +135,8 @@ class AttentionKernel:
 CONSUMERS_KNOB = "ASYNCCOPY_ATTN_CONSUMERS"  # the wgmma kernel's consumer warpgroups (its launch follows it)
 MMA_MW_KNOB = "ASYNCCOPY_ATTN_MMA_MW"  # attention_mma.cu's m16 row pieces a warp (1; 2: 32 rows, 4 warps a block)
 MMA_BM_KNOB = "ASYNCCOPY_ATTN_MMA_BM"  # attention_mma.cu's queries a block (128; 64: half the warps, two blocks an SM)
+MMA_XOR_KNOB = "ASYNCCOPY_ATTN_MMA_XOR"  # attention_mma.cu's ldmatrix addresses as XORs of opaque lane offsets
+MMA_OVERLAP_KNOB = "ASYNCCOPY_ATTN_MMA_OVERLAP"  # attention_mma.cu's next Q K^T beside this tile's fold (3+ stages)
 MMA_QSMEM_KNOB = "ASYNCCOPY_ATTN_MMA_QSMEM"  # its Q in shared memory of its own (1), in registers (0), by rows (-1)
 KEYS_KNOB = "ASYNCCOPY_ATTN_BN"  # its keys per K/V tile (the maps and shared memory follow it)
 PERSISTENT_KNOB = "ASYNCCOPY_ATTN_PERSISTENT"  # its blocks taking item after item, one an SM (the grid follows it)
@@ -173,10 +182,9 @@ KERNELS: dict[str, AttentionKernel] = {
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
                         "m16n8k16 for Q K^T and P V, online softmax in registers, causal tiles skipped",
                         "attention_mma.cu", "attention_mma", (8, 0), DTYPES, (64, 128), (128, 64), 256,
-                        # 2 stages at head dim 128: 2-4% faster than 3 without the mask, even with it (H200,
-                        # 2026-12-02, bf16, B 4 x H 16, one run each: 8192 314 vs 303 TFLOP/s, 16384 27.4 vs 28.2
-                        # ms, GQA 32/8 13.8 vs 14.2 ms, 2048 / 4096 causal within 0.3%); at 64, 2 and 3 alike
-                        ("LDGSTS", "LDSM", "HMMA"), (3, 2),
+                        # 4 stages at head dim 128, with the next tile's Q K^T beside this tile's fold (head_knobs:
+                        # the ring keeps tile t + 1 landed, so 4 stages keep 2 in flight); at 64, 2 and 3 alike
+                        ("LDGSTS", "LDSM", "HMMA"), (3, 4),
                         # 32 rows a warp at head dim 64 (H200, 2026-12-02, bf16, B 4 x H 16, 3 stages, TFLOP/s,
                         # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
                         # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers
@@ -189,7 +197,17 @@ KERNELS: dict[str, AttentionKernel] = {
                         # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid. Where two
                         # such blocks do not fit an SM's shared memory (CC 8.6 / 8.9's 100 KiB at 2 or more stages, an
                         # A100 at 3 or more) the launch keeps the 128-query build
-                        mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1)), 2),)),
+                        mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1)), 2),),
+                        # head dim 128: the next key tile's Q K^T beside this tile's softmax and P V, with the
+                        # ldmatrix addresses as XORs (without them the overlap spills under NVRTC 13.0), 4 stages
+                        # (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one process each, the 2-stage build before ->
+                        # this; flash beside): without the mask 1024 263 -> 272, 2048 294 -> 305, 4096 307 -> 319,
+                        # 8192 301 -> 331, 16384 321 -> 328, GQA 32/8 8191 317 -> 330 (flash 309-354); causal 1024
+                        # 184 -> 191, 2048 240 -> 264, 4096 251 -> 286, 8192 266 -> 316, 16384 271 -> 316, GQA 267
+                        # -> 311 (flash 175-345). At 3 stages: even without the mask, causal 1-9% (its 64-query
+                        # build) where 4 gained 4-19%; without the XORs 3-10% slower than with them. At head dim 64
+                        # (32 rows a warp) the overlap spills; at 16 rows it lost to 32 rows (8192 284 against 290)
+                        head_knobs=((128, ((MMA_OVERLAP_KNOB, 1), (MMA_XOR_KNOB, 1))),)),
     )
 }
 
@@ -222,10 +240,14 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
             # 128 queries a block of 16 rows a warp with Q in registers (the default at head dim 128 without the mask;
             # before 64 queries a block, causal too)
             "bm128": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 0)),
-            # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop)
-            "xor": (("ASYNCCOPY_ATTN_MMA_XOR", 1),),
-            # (at 3 or more stages) the next key tile's Q K^T beside this tile's softmax and P V
-            "overlap": (("ASYNCCOPY_ATTN_MMA_OVERLAP", 1),)},
+            # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop; the
+            # default at head dim 128)
+            "xor": ((MMA_XOR_KNOB, 1),),
+            # (at 3 or more stages) the next key tile's Q K^T beside this tile's softmax and P V (the default at head
+            # dim 128, with the XORs)
+            "overlap": ((MMA_OVERLAP_KNOB, 1),),
+            # each tile's Q K^T, softmax and P V in turn, the addresses swizzled at every access (the default before)
+            "plain": ((MMA_OVERLAP_KNOB, 0), (MMA_XOR_KNOB, 0))},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,), "bm128": (128,)}  # the head dims a variant builds at (others: all)
 

@@ -221,7 +221,7 @@ def configure(p: Problem, facts, *, kernel: str | None = None, stages=None, caus
         stages = min(fit or fit_narrow, rec.default_stages[rec.head_dims.index(p.head_dim)])
     # a deeper pipeline than the wide key tile leaves room for takes the narrow one
     cfg = AttentionConfig(rec.name, p.dtype, p.head_dim, stages, bool(causal),
-                          defines=launch + (() if stages <= fit else _narrow(rec)))
+                          defines=launch + (() if stages <= fit else _narrow(rec)) + rec.head_knobs_for(p.head_dim))
     # the record's knobs for the mask, where the build fits a block and as many blocks an SM as they were measured with
     knobs, blocks = rec.knobs_for(p.head_dim, causal)
     mask = cfg.with_defines(knobs)

@@ -36,7 +36,8 @@
 //   Epilogue: each row's sum over its 4 threads, O / sum rounded to T and stored in pairs (rows past
 //   q_len skipped); the log-sum-exp from the same max and sum.
 // Shared memory (dynamic, STAGES * 2 * BN * D * 2 bytes: D = 64 16 KiB a stage, D = 128 32 KiB; the
-// default 3 stages at D = 64 (48 KiB) and 2 at D = 128 (64 KiB; 3 would fit the 99 KiB of CC 8.6 / 8.9 too):
+// default 3 stages at D = 64 (48 KiB) and 4 at D = 128 (128 KiB, with ASYNCCOPY_ATTN_MMA_OVERLAP and _XOR, which
+// the launch sets there; 3 where 4 do not fit, as in the 99 KiB of CC 8.6 / 8.9):
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
 //   Q [BM][D] (one stage at BM = 128, half of one at 64) in stage STAGES - 1 until it is in registers (MW = 1),
 //   or in its own [BM][D] after the stages (Q_SMEM: STAGES x stage + BM x D x 2 bytes).
@@ -47,7 +48,9 @@
 // 211-238 registers, no stack, with its Q K^T k steps rolled (unrolled it loaded every K fragment of a
 // tile ahead and spilled 24-112 bytes); two 4-warp blocks an SM; shared memory STAGES x 16 KiB + Q's 16 KiB.
 // The causal D = 128 build (BM = 64, Q in shared memory): 229 registers (244 under NVRTC 13.0), no stack, two
-// 4-warp blocks an SM; shared memory STAGES x 32 KiB + Q's 16 KiB.
+// 4-warp blocks an SM; shared memory STAGES x 32 KiB + Q's 16 KiB. The D = 128 default (4 stages, OVERLAP and XOR):
+// 251 registers (causal 253) and no stack under NVRTC 13.0; under 13.5 255, and without the mask 32 bytes of stack
+// (5 LDL a key tile of about 2200 instructions).
 // Constraints: sm_80+; T bf16 or f16; D 64 or 128 (256 would need 64 registers of Q and 128 of O a
 // thread: asynccopy.attention refuses it); STAGES 1..4; q_len, k_len >= 1; q, k, v, out rows (head_dim)
 // contiguous, their base addresses and batch / head / seq strides 16-byte multiples (asynccopy.attention

@@ -12,7 +12,7 @@ import pytest
 import asynccopy
 from asynccopy import build, device
 from asynccopy import sdpa as att
-from asynccopy.attention_kernels import VARIANTS
+from asynccopy.attention_kernels import MMA_XOR_KNOB, VARIANTS
 from asynccopy.errors import ArgumentError
 from asynccopy.sdpa import AttentionConfig, Tensor4
 
@@ -133,9 +133,11 @@ def test_the_xor_addresses_are_the_swizzled_ones_and_the_xor_build_keeps_its_pro
                 for p in range(d // 16):
                     assert (v ^ 32 * p) + 16 * kk * rb == swizzled(rb, 16 * kk + 8 * (mat & 1) + r,
                                                                    2 * (16 * p + 8 * (mat >> 1)))
-    for d, causal in ((128, False), (64, True)):
-        base = att.configure(att.check_inputs(*_qkv(d=d)), H200, kernel="mma", causal=causal)
+    for d, causal in ((128, False), (64, True)):  # (the plain loop's builds, at 2 stages: no overlap)
+        base = att.configure(att.check_inputs(*_qkv(d=d)), H200, kernel="mma", causal=causal, stages=2)
+        base = base.with_defines(VARIANTS["mma"]["plain"])
         xor = base.with_defines(VARIANTS["mma"]["xor"])
+        assert dict(xor.defines)[MMA_XOR_KNOB] == 1 and dict(base.defines)[MMA_XOR_KNOB] == 0
         got, want = (re.findall(r"HMMA\.16816\.F32[.A-Z0-9]*", c.compile("sm_90a").sass()) for c in (xor, base))
         assert got == want
         usage = build.disassemble(xor.compile("sm_90a").cubin, what="--dump-resource-usage")
@@ -248,7 +250,8 @@ def test_kernels_and_stages_are_checked_against_the_device():
         att.configure(p, H200, stages=5)  # the default kernel there, wgmma
     with pytest.raises(ArgumentError, match=r"4 stages of 32 KiB \(head_dim 128\) do not fit the 99 KiB .* L40S; at most 3"):
         att.configure(p, L40S, stages=4)
-    assert att.configure(p, L40S).stages == att.KERNELS["mma"].default_stages[1] == 2  # mma there; fits its 99 KiB
+    # mma there, its default 4 stages cut to the 3 that fit its 99 KiB
+    assert att.configure(p, L40S).stages == 3 < att.KERNELS["mma"].default_stages[1] == 4
     assert att.configure(p, H200, kernel="mma", stages=1).stages == 1
 
 
@@ -256,16 +259,19 @@ def test_the_mma_kernel_runs_causal_head_dim_128_as_two_blocks_an_sm_where_they_
     """The record's knobs for a mask (mask_knobs): causal at head dim 128 the mma launch builds 64 queries a block
     with Q in shared memory of its own (a grid of twice the query tiles); without the mask, or at head dim 64, the
     128-query build; where two such blocks would not fit an SM's shared memory (3 or 4 stages on an A100; 2 or more
-    on an L40S's 100 KiB an SM) the launch keeps the 128-query build."""
+    on an L40S's 100 KiB an SM) the launch keeps the 128-query build. The default 4 stages at head dim 128 (the
+    overlapped loop's) are such a case everywhere: 64 queries are built where a caller asks for fewer stages."""
     p = att.check_inputs(*_qkv())  # head dim 128
-    causal = att.configure(p, H200, kernel="mma", causal=True)
+    default = att.configure(p, H200, kernel="mma", causal=True)
+    assert (default.tile[0], default.threads, default.mma_q_smem, default.stages) == (128, 256, False, 4)
+    causal = att.configure(p, H200, kernel="mma", causal=True, stages=2)
     assert (causal.tile[0], causal.threads, causal.mma_q_smem, causal.stages) == (64, 128, True, 2)
     assert causal.smem_bytes == 2 * 2 * 64 * 128 * 2 + 64 * 128 * 2
-    full = att.configure(p, H200, kernel="mma", causal=False)
+    full = att.configure(p, H200, kernel="mma", causal=False, stages=2)
     assert (full.tile[0], full.threads, full.mma_q_smem) == (128, 256, False)
     at64 = att.configure(att.check_inputs(*_qkv(d=64)), H200, kernel="mma", causal=True)
     assert (at64.tile[0], at64.mma_pieces) == (128, 2)
-    assert att.configure(p, A100, causal=True).tile[0] == 64  # two blocks of 2 stages and Q: 162 KiB of 164
+    assert att.configure(p, A100, causal=True, stages=2).tile[0] == 64  # two blocks of 2 stages and Q: 162 KiB of 164
     assert att.configure(p, A100, causal=True, stages=3).tile[0] == 128  # 2 x 113 KiB > 164
     deep = att.configure(p, A100, causal=True, stages=4)  # 4 x 32 KiB and Q's 16: one block an SM
     assert (deep.tile[0], deep.mma_q_smem, deep.stages) == (128, False, 4) and deep.fits(A100.smem_per_block_optin)

@@ -110,11 +110,14 @@ def test_a_copy_of_the_mma_kernel_launches_as_the_mma_kernel(tmp_path):
         KERNELS.pop("mma_before", None)
 
 
-def test_a_copy_from_before_a_knob_builds_and_launches_without_it(tmp_path):
+def test_a_copy_from_before_a_knob_builds_and_launches_without_it(tmp_path, monkeypatch):
     """A source copy takes only the problem's knobs its file reads: a copy of attention_mma.cu from before its block
     height was a knob (ASYNCCOPY_ATTN_MMA_BM) launches causal head dim 128 as 128 queries a block, as it builds,
-    with Q's shared memory (a knob it reads) beside the stages."""
+    with Q's shared memory (a knob it reads) beside the stages (at 2 stages, where the launch sets both knobs)."""
+    import dataclasses
+
     av = _script()
+    monkeypatch.setitem(KERNELS, "mma", dataclasses.replace(KERNELS["mma"], default_stages=(3, 2)))
     text = (Path(av.__file__).parent.parent / "asynccopy" / "kernels" / "attention_mma.cu").read_text()
     copy = tmp_path / "mma_old.cu"
     copy.write_text(text.replace("ASYNCCOPY_ATTN_MMA_BM", "ASYNCCOPY_ATTN_MMA_ROWS_A_BLOCK"))

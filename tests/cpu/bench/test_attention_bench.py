@@ -321,6 +321,6 @@ def test_variants_run_beside_their_kernels_default_build():
     assert not any(lab == "wgmma+overlap" for lab, _, _ in labels)  # only the variants asked for
     assert not any(lab.startswith("mma+") for lab, _, _ in labels)  # none of mma's variants asked for
     known = ("bm128, bm64, consumers2, consumers3, headmajor, keys128, keys176, obuffer, overlap, persistent, pingpong, "
-             "prefetch, qsmem, rows16, rows32, serial, suspend, xor")
+             "plain, prefetch, qsmem, rows16, rows32, serial, suspend, xor")
     with pytest.raises(ArgumentError, match=rf"unknown variant 'fast'; known: {known}"):
         ab.variants_for(["fast"])
