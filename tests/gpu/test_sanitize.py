@@ -284,6 +284,22 @@ def test_attention(cupy, facts, kernel, causal, d):
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_mma_overlap(cupy, facts, causal):
+    """The mma kernel's head dim 128 default: 4 stages with the next key tile's scores beside this tile's fold (the
+    ring keeping tile t + 1 landed), over 10 key tiles so that the ring turns twice; partial tiles, grouped heads."""
+    from asynccopy.sdpa import KERNELS, attention
+
+    require_cc(facts, KERNELS["mma"].min_cc)
+    rng = np.random.default_rng(11 + causal)
+    b, h, hkv, lq, lk, d = 1, 2, 1, 600, 600, 128
+    q, k, v = (cupy.asarray(rng.standard_normal((b, hh, s, d)).astype(np.float16))
+               for hh, s in ((h, lq), (hkv, lk), (hkv, lk)))
+    out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
+    attention(q, k, v, out=out, causal=causal, kernel="mma", stages=4)
+    assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
+
+
 @pytest.mark.parametrize("m, n, k", [(1100, 1000, 200), (200, 304, 2000)], ids=["rest_and_a_wave", "few_tiles"])
 def test_gemm_stream_k(cupy, facts, m, n, k):
     """gemm_wgmma sharing the last tiles' k-blocks among all blocks: contributors' partials and flags, the
