@@ -189,24 +189,17 @@ KERNELS: dict[str, AttentionKernel] = {
                         # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
                         # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers
                         rows_per_warp=(32, 16),
-                        # causal at head dim 128: 64 queries a block (4 warps, two blocks an SM) with Q in shared
-                        # memory of its own (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one run each, default ->
-                        # this): 1024 166 -> 187, 2048 225 -> 242 (and 225 -> 242 again), 4096 238 -> 251, 8192 262
-                        # -> 278 (254 -> 272), 16384 267 -> 266, GQA 32/8 262 -> 277, 8191 262 -> 275 (flash 181-351).
-                        # Without the mask it lost (2048 294 -> 261, 8192 309 -> 281); 64 queries with Q in registers
-                        # lost or tied either way; at head dim 64 (32 rows a warp by default) neither paid. Where two
-                        # such blocks do not fit an SM's shared memory (CC 8.6 / 8.9's 100 KiB at 2 or more stages, an
-                        # A100 at 3 or more) the launch keeps the 128-query build
+                        # causal at head dim 128, at the 2-3 stages a caller may ask for: 64 queries a block (4 warps,
+                        # two blocks an SM) with Q in shared memory of its own, +5-13% at 2 stages (H100, 2026-12-07;
+                        # docs/design.md 11b has the table). Where two such blocks do not fit an SM's shared memory
+                        # (the default 4 stages; CC 8.6 / 8.9's 100 KiB at 2 or more, an A100 at 3 or more) the launch
+                        # keeps the 128-query build
                         mask_knobs=((128, True, ((MMA_BM_KNOB, 64), (MMA_QSMEM_KNOB, 1)), 2),),
                         # head dim 128: the next key tile's Q K^T beside this tile's softmax and P V, with the
                         # ldmatrix addresses as XORs (without them the overlap spills under NVRTC 13.0), 4 stages
-                        # (H100, 2026-12-07, bf16, B 4 x H 16, TFLOP/s, one process each, the 2-stage build before ->
-                        # this; flash beside): without the mask 1024 263 -> 272, 2048 294 -> 305, 4096 307 -> 319,
-                        # 8192 301 -> 331, 16384 321 -> 328, GQA 32/8 8191 317 -> 330 (flash 309-354); causal 1024
-                        # 184 -> 191, 2048 240 -> 264, 4096 251 -> 286, 8192 266 -> 316, 16384 271 -> 316, GQA 267
-                        # -> 311 (flash 175-345). At 3 stages: even without the mask, causal 1-9% (its 64-query
-                        # build) where 4 gained 4-19%; without the XORs 3-10% slower than with them. At head dim 64
-                        # (32 rows a warp) the overlap spills; at 16 rows it lost to 32 rows (8192 284 against 290)
+                        # (H100, 2026-12-07, bf16, B 4 x H 16, against the 2-stage build before): without the mask
+                        # +3-10% (8192 301 -> 331 TFLOP/s, flash 350), causal +4-19% (8192 266 -> 316, flash 330);
+                        # at 3 stages even without the mask, causal +1-9%. At head dim 64 it did not pay (design.md 11b)
                         head_knobs=((128, ((MMA_OVERLAP_KNOB, 1), (MMA_XOR_KNOB, 1))),)),
     )
 }
