@@ -169,6 +169,21 @@ __device__ __forceinline__ void load_rows(unsigned char* tile, const T* g, long 
     }
 }
 
+// Key tile `next`'s K and V into its stage where it exists, then one commit group by every thread, converged,
+// copies or none: one group per tile index keeps the waits exact.
+template <class T, int D, int STAGES>
+__device__ __forceinline__ void refill(unsigned char* smem, const T* kg, long long k_ss, const T* vg, long long v_ss,
+                                       int next, int tiles, int k_len)
+{
+    constexpr int TILE = BN * D * static_cast<int>(sizeof(T));  // one K or V tile's bytes
+    if (next < tiles) {
+        unsigned char* stage = smem + ac::stage_of<STAGES>(next) * 2 * TILE;
+        load_rows<T, D, BN>(stage, kg, k_ss, next * BN, k_len);
+        load_rows<T, D, BN>(stage + TILE, vg, v_ss, next * BN, k_len);
+    }
+    ac::commit_group();
+}
+
 // Two floats as one register of two T (lo in the low half: the lower-indexed element of a fragment pair).
 template <class T>
 struct Pair;
@@ -480,13 +495,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             // Tile t + 1 from every thread is visible, and every warp is done with tile t - 1's stage (its K read
             // at iteration t - 2, its V at t - 1; at t = 0, the last stage's Q), which the copies below refill.
             __syncthreads();
-            const int next = t + STAGES - 1;
-            if (next < tiles) {
-                unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
-                load_rows<T, D, BN>(refill, kg, k_ss, next * BN, k_len);
-                load_rows<T, D, BN>(refill + TILE_BYTES, vg, v_ss, next * BN, k_len);
-            }
-            ac::commit_group();  // by every thread, converged, copies or none
+            refill<T, D, STAGES>(smem, kg, k_ss, vg, v_ss, t + STAGES - 1, tiles, k_len);
             const unsigned char* vs = smem + ac::stage_of<STAGES>(t) * STAGE_BYTES + TILE_BYTES;
             const unsigned char* kn = smem + ac::stage_of<STAGES>(t + 1) * STAGE_BYTES;
             // warp-uniform: a tile wholly past this warp's last row adds nothing to its rows (nor any later tile)
@@ -529,14 +538,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             // Tile t from every thread is visible, and every warp is done with tile t - 1 (and, at t = 0,
             // with Q), whose stage the copies below refill.
             __syncthreads();
-            const int next = t + STAGES - 1;
-            if (next < tiles) {
-                unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
-                load_rows<T, D, BN>(refill, kg, k_ss, next * BN, k_len);
-                load_rows<T, D, BN>(refill + TILE_BYTES, vg, v_ss, next * BN, k_len);
-            }
-            // By every thread, converged, copies or none: one group per tile index keeps the wait exact.
-            ac::commit_group();
+            refill<T, D, STAGES>(smem, kg, k_ss, vg, v_ss, t + STAGES - 1, tiles, k_len);
         }
         const unsigned char* ks = smem + ac::stage_of<STAGES>(t) * STAGE_BYTES;
         // warp-uniform: a tile wholly past this warp's last row adds nothing to its rows

@@ -475,21 +475,24 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
     # .cu "for (int t = 0; t < tiles; ++t)": STAGES == 1: load, commit, wait_group<0>; else wait_group<STAGES - 2>,
     # refill stage_of(t + STAGES - 1) if it is a tile, commit; then attend on stage_of(t) unless the warp skips it
     q_at = q_smem if q_own else None
+
+    def refill(nxt):  # .cu refill(): tile nxt's K and V into its stage where it exists, one commit either way
+        if nxt < tiles:
+            at = (nxt % stages) * stage_bytes
+            _mma_load_rows(cp, at, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+            _mma_load_rows(cp, at + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
+        cp.commit()
+
     if ov:
-        # .cu "if (tiles > 0) scores(s, qf, q_smem, smem); for (t...) { wait_group<STAGES - 3>(); refill stage_of(t +
-        # STAGES - 1); commit; vs = stage_of(t) + TILE_BYTES; kn = stage_of(t + 1); if (CAUSAL && key0 > warp_last)
+        # .cu "if (tiles > 0) scores(s, qf, q_smem, smem); for (t...) { wait_group<STAGES - 3>(); refill(t +
+        # STAGES - 1); vs = stage_of(t) + TILE_BYTES; kn = stage_of(t + 1); if (CAUSAL && key0 > warp_last)
         # continue; if (t + 1 < tiles && (!CAUSAL || key0 + BN <= warp_last)) { scores(sn, .., kn); fold<mask>(s, vs);
         # s = sn } else fold<mask>(s, vs) }"
         sc = _mma_scores(sm, w, qf, q_at, 0, d, dtype)
         for t in range(tiles):
             key0 = t * MMA_BN
             cp.wait(stages - 3)
-            nxt = t + stages - 1
-            if nxt < tiles:
-                refill = (nxt % stages) * stage_bytes
-                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
-                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
-            cp.commit()
+            refill(t + stages - 1)
             vs = (t % stages) * stage_bytes + tile_bytes
             kn = ((t + 1) % stages) * stage_bytes
             active = np.full(w, True) if not causal else key0 <= warp_last
@@ -511,12 +514,7 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
             cp.wait(0)
         else:
             cp.wait(stages - 2)
-            nxt = t + stages - 1
-            if nxt < tiles:
-                refill = (nxt % stages) * stage_bytes
-                _mma_load_rows(cp, refill, k, kg, a["k_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
-                _mma_load_rows(cp, refill + tile_bytes, v, vg, a["v_ss"], nxt * MMA_BN, k_len, d, MMA_BN, threads)
-            cp.commit()
+            refill(t + stages - 1)
         ks = (t % stages) * stage_bytes
         active = np.full(w, True) if not causal else key0 <= warp_last
         mask = (key0 + MMA_BN > k_len) | (causal & (key0 + MMA_BN - 1 > warp_first))
