@@ -233,13 +233,13 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
             # 128 queries a block of 16 rows a warp with Q in registers (the default at head dim 128 without the mask;
             # before 64 queries a block, causal too)
             "bm128": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 0)),
-            # every ldmatrix address one XOR of an opaque lane offset (fewer registers held across the key loop; the
-            # default at head dim 128)
+            # every ldmatrix address one XOR of an opaque lane offset (fewer registers; at head dim 128 the default)
             "xor": ((MMA_XOR_KNOB, 1),),
             # (at 3 or more stages) the next key tile's Q K^T beside this tile's softmax and P V (the default at head
             # dim 128, with the XORs)
             "overlap": ((MMA_OVERLAP_KNOB, 1),),
-            # each tile's Q K^T, softmax and P V in turn, the addresses swizzled at every access (the default before)
+            # each tile's Q K^T, softmax and P V in turn, the addresses swizzled at every access (the loop of the
+            # default before, which ran it at 2 stages; the variant keeps the launch's stage count)
             "plain": ((MMA_OVERLAP_KNOB, 0), (MMA_XOR_KNOB, 0))},
 }
 VARIANT_HEAD_DIMS = {"rows32": (64,), "bm128": (128,)}  # the head dims a variant builds at (others: all)

@@ -92,6 +92,7 @@ from asynccopy.attention_kernels import (
     KEYS_KNOB,
     MMA_BM_KNOB,
     MMA_MW_KNOB,
+    MMA_OVERLAP_KNOB,
     MMA_QSMEM_KNOB,
     O_BUFFER_KNOB,
     PERSISTENT_KNOB,
@@ -564,7 +565,7 @@ def _memory(bits, layout: str):
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
                 dtype: str = "float16", copies: str = "eager", layout: str = "bhsd", pieces: int | None = None,
-                q_smem: bool | None = None, bm: int | None = None, overlap: bool = False):
+                q_smem: bool | None = None, bm: int | None = None, overlap: bool | None = None):
     """attention_mma<T, D, STAGES, CAUSAL> on q [b, h, q_len, D], k, v [b, h_kv, k_len, D] held in global memory
     in ``layout`` (out too): (out, lse), launched as asynccopy.attention launches it (grid (query tiles, heads,
     batch), the strides of the arrays, group = heads / kv_heads). The build: as the launch configures it on an H200
@@ -572,7 +573,7 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     memory causal at head dim 128 where two such blocks fit an SM), or, where any of them is given, a variant's:
     ``pieces`` its MW (default the record's at this head dim), ``q_smem`` Q in shared memory of its own, ``bm`` its
     queries a block (default 128). ``overlap``: ASYNCCOPY_ATTN_MMA_OVERLAP (at 3 or more stages, the next tile's
-    Q K^T beside this tile's fold)."""
+    Q K^T beside this tile's fold); None: as the launch builds it on an H200 (on at head dim 128)."""
     qb, kb, vb = (global_bits(x, dtype) for x in (q, k, v))
     batch, heads, q_len, d = qb.shape
     a = {"group": heads // kb.shape[1], "q_len": q_len, "k_len": kb.shape[2],
@@ -584,11 +585,13 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     a["writes"] = np.zeros(a["out"].shape, dtype=np.int64)
     a["lse"] = np.full(batch * heads * q_len, np.nan)
     rec = ATTENTION_KERNELS["mma"]
+    problem = Problem(batch, heads, kb.shape[1], q_len, a["k_len"], d, dtype)
+    launch = dict(configure(problem, device.lookup("H200"), kernel="mma", stages=stages, causal=causal).defines)
     if pieces is None and q_smem is None and bm is None:  # the build the launch gives this problem on an H200
-        problem = Problem(batch, heads, kb.shape[1], q_len, a["k_len"], d, dtype)
-        launch = dict(configure(problem, device.lookup("H200"), kernel="mma", stages=stages, causal=causal).defines)
         bm = int(launch.get(MMA_BM_KNOB, MMA_BM))
         q_smem = bool(int(launch[MMA_QSMEM_KNOB])) if MMA_QSMEM_KNOB in launch else None
+    if overlap is None:
+        overlap = bool(int(launch.get(MMA_OVERLAP_KNOB, 0)))
     bm = bm or MMA_BM
     grid = (-(-q_len // bm), heads, batch)
     for block in grid_blocks(grid, causal, 2 * 2 * a["k_len"] * d // a["group"]):

@@ -285,18 +285,29 @@ def test_attention(cupy, facts, kernel, causal, d):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_attention_mma_overlap(cupy, facts, causal):
-    """The mma kernel's head dim 128 default: 4 stages with the next key tile's scores beside this tile's fold (the
-    ring keeping tile t + 1 landed), over 10 key tiles so that the ring turns twice; partial tiles, grouped heads."""
-    from asynccopy.sdpa import KERNELS, attention
+@pytest.mark.parametrize("stages", [3, 4])
+def test_attention_mma_overlap(cupy, facts, causal, stages):
+    """The mma kernel's head dim 128 build: the next key tile's scores beside this tile's fold (the ring keeping tile
+    t + 1 landed) at 4 stages (the default) and 3 (causal: the 64-query build), over 10 key tiles so that the ring
+    turns several times; partial tiles, grouped heads."""
+    from cuda.core import Stream
 
-    require_cc(facts, KERNELS["mma"].min_cc)
+    from asynccopy import sdpa as att
+    from asynccopy.attention_kernels import MMA_OVERLAP_KNOB
+
+    require_cc(facts, att.KERNELS["mma"].min_cc)
     rng = np.random.default_rng(11 + causal)
     b, h, hkv, lq, lk, d = 1, 2, 1, 600, 600, 128
     q, k, v = (cupy.asarray(rng.standard_normal((b, hh, s, d)).astype(np.float16))
                for hh, s in ((h, lq), (hkv, lk), (hkv, lk)))
     out = cupy.full((b, h, lq, d), np.nan, dtype=np.float16)
-    attention(q, k, v, out=out, causal=causal, kernel="mma", stages=4)
+    stream = Stream.from_handle(cupy.cuda.get_current_stream().ptr)
+    tq, tk, tv, to = (att.tensor4(x, n, stream=stream) for n, x in (("q", q), ("k", k), ("v", v), ("out", out)))
+    p = att.check_inputs(tq, tk, tv)
+    cfg = att.configure(p, facts, kernel="mma", stages=stages, causal=causal)
+    assert dict(cfg.defines).get(MMA_OVERLAP_KNOB) == 1, cfg.defines  # the launch's build at head dim 128
+    att.launch(cfg, p, tq, tk, tv, to, 0, 1.0 / np.sqrt(d), stream=stream, facts=facts)
+    stream.sync()
     assert np.abs(cupy.asnumpy(out).astype(np.float64) - _attention64(cupy, q, k, v, causal)).max() < 2e-2
 
 
