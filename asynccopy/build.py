@@ -255,6 +255,7 @@ def compile_many(jobs, processes: int) -> int:
             pass
     return len(unique)
 
+
 def compile(
     source: str,
     *,

@@ -306,7 +306,6 @@ __device__ __forceinline__ void scores(float (&s)[MW][BN / 8][4], const unsigned
             }
         }
     }
-
 }
 
 // One key tile's scores s (keys key0 .. key0 + BN - 1; its V tile at vs) folded into O and the row state.
