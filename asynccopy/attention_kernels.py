@@ -199,8 +199,10 @@ KERNELS: dict[str, AttentionKernel] = {
                         # ldmatrix addresses as XORs (without them the overlap spills under NVRTC 13.0), 4 stages
                         # (H100, 2026-12-07, bf16, B 4 x H 16, against the 2-stage build before): without the mask
                         # +3-10% (8192 301 -> 331 TFLOP/s, flash 350), causal +4-19% (8192 266 -> 316, flash 330);
-                        # at 3 stages even without the mask, causal +1-9%. At head dim 64 it did not pay (design.md 11b)
-                        head_knobs=((128, ((MMA_OVERLAP_KNOB, 1), (MMA_XOR_KNOB, 1))),)),
+                        # at 3 stages even without the mask, causal +1-9%. At head dim 64 the overlap did not pay
+                        # (-10-18%), the XORs alone did: +1-4% on all ten problems of 2048-16384 and 3000, causal or
+                        # not (H100, 2026-12-07, 3 stages, 8192 285 -> 291, causal 270 -> 275; design.md 11b)
+                        head_knobs=((128, ((MMA_OVERLAP_KNOB, 1), (MMA_XOR_KNOB, 1))), (64, ((MMA_XOR_KNOB, 1),)))),
     )
 }
 
@@ -233,7 +235,7 @@ VARIANTS: dict[str, dict[str, tuple[tuple[str, object], ...]]] = {
             # 128 queries a block of 16 rows a warp with Q in registers (the default at head dim 128 without the mask;
             # before 64 queries a block, causal too)
             "bm128": ((MMA_MW_KNOB, 1), (MMA_BM_KNOB, 128), (MMA_QSMEM_KNOB, 0)),
-            # every ldmatrix address one XOR of an opaque lane offset (fewer registers; at head dim 128 the default)
+            # every ldmatrix address one XOR of an opaque lane offset (fewer registers; the default at both head dims)
             "xor": ((MMA_XOR_KNOB, 1),),
             # (at 3 or more stages) the next key tile's Q K^T beside this tile's softmax and P V (the default at head
             # dim 128, with the XORs)

@@ -37,7 +37,7 @@
 //   q_len skipped); the log-sum-exp from the same max and sum.
 // Shared memory (dynamic, STAGES * 2 * BN * D * 2 bytes: D = 64 16 KiB a stage, D = 128 32 KiB; the
 // default 3 stages at D = 64 (48 KiB) and 4 at D = 128 (128 KiB, with ASYNCCOPY_ATTN_MMA_OVERLAP and _XOR, which
-// the launch sets there; 3 where 4 do not fit, as in the 99 KiB of CC 8.6 / 8.9):
+// the launch sets there; 3 where 4 do not fit, as in the 99 KiB of CC 8.6 / 8.9; _XOR at D = 64 too):
 //   [STAGES][K [BN][D] | V [BN][D]] T, rows of 2D bytes, 16-byte chunks XOR-swizzled per row (swizzled());
 //   Q [BM][D] (one stage at BM = 128, half of one at 64) in stage STAGES - 1 until it is in registers (MW = 1),
 //   or in its own [BM][D] after the stages (Q_SMEM: STAGES x stage + BM x D x 2 bytes).
@@ -47,10 +47,11 @@
 // spilled 24-64 bytes of stack, so both head dims ask for one block an SM. The 32-row build (MW = 2, D = 64):
 // 211-238 registers, no stack, with its Q K^T k steps rolled (unrolled it loaded every K fragment of a
 // tile ahead and spilled 24-112 bytes); two 4-warp blocks an SM; shared memory STAGES x 16 KiB + Q's 16 KiB.
-// The causal D = 128 build (BM = 64, Q in shared memory): 229 registers (244 under NVRTC 13.0), no stack, two
+// With XOR (the D = 64 default): 214 (causal 222) under NVRTC 13.5, 213 (221) under 13.0, no stack.
+// The causal D = 128 build (BM = 64, Q in shared memory): 188 registers (187 under NVRTC 13.0), no stack, two
 // 4-warp blocks an SM; shared memory STAGES x 32 KiB + Q's 16 KiB. The D = 128 default (4 stages, OVERLAP and XOR):
-// 251 registers (causal 253) and no stack under NVRTC 13.0; under 13.5 255, and without the mask 32 bytes of stack
-// (5 LDL a key tile of about 2200 instructions).
+// 245 registers (causal 255) under NVRTC 13.0, 250 (255) under 13.5, no stack (load_rows' bounded copies from one
+// base: with an address precomputed a copy, 251-255 and 32 bytes of stack under 13.5).
 // Constraints: sm_80+; T bf16 or f16; D 64 or 128 (256 would need 64 registers of Q and 128 of O a
 // thread: asynccopy.attention refuses it); STAGES 1..4; q_len, k_len >= 1; q, k, v, out rows (head_dim)
 // contiguous, their base addresses and batch / head / seq strides 16-byte multiples (asynccopy.attention
@@ -101,7 +102,8 @@ static_assert(MW == 1 || MW == 2, "16 or 32 rows a warp");
 constexpr bool Q_SMEM = ASYNCCOPY_ATTN_MMA_QSMEM < 0 ? MW == 2 : ASYNCCOPY_ATTN_MMA_QSMEM != 0;
 // ASYNCCOPY_ATTN_MMA_XOR: 1, every ldmatrix address of a key tile from two lane offsets by one XOR with its step's
 // constant (lane_offsets()), the lane offsets made opaque to the compiler at each tile so that it cannot hoist the
-// per-step addresses out of the key loop into registers of their own; 0 (default), swizzled() at every access.
+// per-step addresses out of the key loop into registers of their own (the launch sets 1 at both head dims); 0
+// (the macro's default), swizzled() at every access.
 #ifndef ASYNCCOPY_ATTN_MMA_XOR
 #define ASYNCCOPY_ATTN_MMA_XOR 0
 #endif
@@ -150,22 +152,21 @@ __device__ __forceinline__ void load_rows(unsigned char* tile, const T* g, long 
     // tile) the copies take no bound: a bounded copy costs a 64-bit product and a compare, about 20 instructions.
     constexpr int STEP = THREADS / CHUNKS;
     static_assert(THREADS % CHUNKS == 0 && STEP % 8 == 0, "a thread's copies 8k rows apart");
+    const int row = static_cast<int>(threadIdx.x) / CHUNKS, chunk = static_cast<int>(threadIdx.x) % CHUNKS;
+    const T* src = g + static_cast<long long>(row0 + row) * ld + 8 * chunk;
+    unsigned char* dst = tile + swizzled<2 * D>(row, 16 * chunk);
+    const long long step = STEP * ld;
     if (row0 + ROWS <= rows_n) {
-        const int row = static_cast<int>(threadIdx.x) / CHUNKS, chunk = static_cast<int>(threadIdx.x) % CHUNKS;
-        const T* src = g + static_cast<long long>(row0 + row) * ld + 8 * chunk;
-        unsigned char* dst = tile + swizzled<2 * D>(row, 16 * chunk);
-        const long long step = STEP * ld;
 #pragma unroll
         for (int j = 0; j < COPIES; ++j) ac::cp_async<16, true>(dst + j * STEP * 2 * D, src + j * step);
         return;
     }
+    // The same addresses with a bound (one base, not a precomputed address a copy: those would stay live across
+    // the key loop); a row past rows_n copies nothing from the head's base.
 #pragma unroll
     for (int j = 0; j < COPIES; ++j) {
-        const int c = j * THREADS + static_cast<int>(threadIdx.x);
-        const int row = c / CHUNKS, chunk = c % CHUNKS;
-        const bool inside = row0 + row < rows_n;
-        const T* src = inside ? g + static_cast<long long>(row0 + row) * ld + 8 * chunk : g;
-        ac::cp_async<16, true>(tile + swizzled<2 * D>(row, 16 * chunk), src, inside ? 16u : 0u);
+        const bool inside = row0 + row + j * STEP < rows_n;
+        ac::cp_async<16, true>(dst + j * STEP * 2 * D, inside ? src + j * step : g, inside ? 16u : 0u);
     }
 }
 

@@ -311,19 +311,26 @@ def _swizzled(row_bytes: int, row, col_byte):
 
 def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, rows_n: int, d: int, rows: int,
                    threads: int) -> None:
-    """.cu load_rows<T, D, ROWS>(tile, g, ld, row0, rows_n), every thread's copies at once: "c = j * THREADS +
-    threadIdx.x; row = c / CHUNKS, chunk = c % CHUNKS; inside = row0 + row < rows_n; src = inside ? g + (row0 +
-    row) * ld + 8 * chunk : g; cp_async<16, true>(tile + swizzled<2 * D>(row, 16 * chunk), src, inside ? 16u : 0u)".
-    ``gmem``: global memory as flat T bits; ``g``: the head's element offset in it."""
+    """.cu load_rows<T, D, ROWS>(tile, g, ld, row0, rows_n), every thread's copies at once: "row = threadIdx.x /
+    CHUNKS, chunk = threadIdx.x % CHUNKS; src = g + (row0 + row) * ld + 8 * chunk; dst = tile + swizzled<2 *
+    D>(row, 16 * chunk); step = STEP * ld", copy j "inside = row0 + row + j * STEP < rows_n; cp_async<16,
+    true>(dst + j * STEP * 2 * D, inside ? src + j * step : g, inside ? 16u : 0u)" (STEP = THREADS / CHUNKS, a
+    multiple of 8, so row + j STEP keeps the row's swizzle). ``gmem``: global memory as flat T bits; ``g``: the head's
+    element offset in it."""
     chunks = d * 2 // 16
     copies = rows * chunks // threads
-    assert rows * chunks % threads == 0
-    c = np.arange(copies)[:, None] * threads + np.arange(threads)[None, :]
-    row, chunk = c // chunks, c % chunks
+    assert rows * chunks % threads == 0 and threads % chunks == 0
+    step = threads // chunks
+    assert step % 8 == 0
+    tid = np.arange(threads)[None, :]
+    row0_t, chunk = tid // chunks, tid % chunks
+    j = np.arange(copies)[:, None]
+    row = row0_t + j * step
     inside = row0 + row < rows_n
-    src = np.where(inside, g + (row0 + row) * ld + 8 * chunk, g)
+    src = np.where(inside, g + (row0 + row0_t) * ld + 8 * chunk + j * step * ld, g)
     data = np.where(inside[..., None], gmem[src[..., None] + np.arange(8)], 0).astype(np.uint16)  # src-size 0: zeros
-    cp.copy16(tile + _swizzled(2 * d, row, 16 * chunk), data)
+    dst = tile + _swizzled(2 * d, row0_t, 16 * chunk) + j * step * 2 * d
+    cp.copy16(dst, data)
 
 
 def _mma_scores(sm: Shared, w: int, qf, q_at, ks: int, d: int, dtype: str):
