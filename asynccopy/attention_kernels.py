@@ -145,8 +145,7 @@ O_BUFFER_KNOB = "ASYNCCOPY_ATTN_O_BUFFER"  # (persistent) O staged in a buffer o
 KERNELS: dict[str, AttentionKernel] = {
     k.name: k
     for k in (
-        # kernel=None takes the first record that can take the inputs: wgmma on Hopper (H200, 2026-12-02, bf16:
-        # 84-104% of cuDNN's SDPA over the bench's 26 problems, mma 40-57%), mma elsewhere
+        # kernel=None takes the first record that can take the inputs: wgmma on Hopper, mma elsewhere (README results)
         AttentionKernel("wgmma", "FlashAttention-3 structure: a TMA producer warp (Q once, K and V on their own "
                         "full barriers per stage, 128B swizzle), two consumer warpgroups with wgmma from shared "
                         "memory for Q K^T and from registers for P V, online softmax in registers, O through "
@@ -170,13 +169,8 @@ KERNELS: dict[str, AttentionKernel] = {
                         # the mask it gave -4% to +4% (8192 x 128 673 -> 647) while it took no key split; with the
                         # split (its pieces after the whole items): see docs/design.md 11b
                         persistent_masks=(True, False),
-                        # O in a buffer of its own against O in the unit's last stage (H100, 2026-12-07, bf16, B 4 x
-                        # H 16, TFLOP/s, in one process; mean key tiles an item): head dim 64 without the mask 1024
-                        # 338 / 327 (8), 2048 415 / 412 (16), 3000 430 / 425 (24), 4096 454 / 452 (32), 8192 480 /
-                        # 483 (64); causal 1024 253 / 250 (5), 2048 338 / 325 (9), 3000 383 / 372 (13), 4096 410 /
-                        # 400 (17); two earlier runs: 8192 455 / 466 and 465 / 478. The epilogue's wait for every
-                        # consumer is a fixed cost an item: it weighs on short items. At head dim 128 the buffer does
-                        # not fit beside two 176-key stages; with 128-key tiles (causal) it fits but was not timed.
+                        # O in a buffer of its own on items of at most 32 key tiles at head dim 64 (H100, 2026-12-07:
+                        # +0-4% on items of 5-32 key tiles, -1% at 64; the table is in docs/design.md 11b)
                         o_buffer_tiles=((64, 32),)),
         AttentionKernel("mma", "FlashAttention-2: Q in registers, K/V tiles through a multistage LDGSTS pipeline "
                         "(zero-fill past the sequence) into an XOR-swizzled shared layout, ldmatrix, mma.sync "
@@ -185,9 +179,8 @@ KERNELS: dict[str, AttentionKernel] = {
                         # 4 stages at head dim 128, with the next tile's Q K^T beside this tile's fold (head_knobs:
                         # the ring keeps tile t + 1 landed, so 4 stages keep 2 in flight); at 64, 2 and 3 alike
                         ("LDGSTS", "LDSM", "HMMA"), (3, 4),
-                        # 32 rows a warp at head dim 64 (H200, 2026-12-02, bf16, B 4 x H 16, 3 stages, TFLOP/s,
-                        # 16 -> 32 rows): 2048 222 -> 256, 4096 228 -> 263, 8192 232 -> 267; causal 191 -> 203,
-                        # 213 -> 252, 222 -> 251. At 128 the 32 rows' Q, S and O would not fit 255 registers
+                        # 32 rows a warp at head dim 64 (H200, 2026-12-02: +6-18%, 8192 232 -> 267 TFLOP/s); at 128
+                        # they spill and did not pay (design.md 11b)
                         rows_per_warp=(32, 16),
                         # causal at head dim 128, at the 2-3 stages a caller may ask for: 64 queries a block (4 warps,
                         # two blocks an SM) with Q in shared memory of its own, +5-13% at 2 stages (H100, 2026-12-07;
@@ -198,10 +191,8 @@ KERNELS: dict[str, AttentionKernel] = {
                         # head dim 128: the next key tile's Q K^T beside this tile's softmax and P V, with the
                         # ldmatrix addresses as XORs (without them the overlap spills under NVRTC 13.0), 4 stages
                         # (H100, 2026-12-07, bf16, B 4 x H 16, against the 2-stage build before): without the mask
-                        # +3-10% (8192 301 -> 331 TFLOP/s, flash 350), causal +4-19% (8192 266 -> 316, flash 330);
-                        # at 3 stages even without the mask, causal +1-9%. At head dim 64 the overlap did not pay
-                        # (-10-18%), the XORs alone did: +1-4% on all ten problems of 2048-16384 and 3000, causal or
-                        # not (H100, 2026-12-07, 3 stages, 8192 285 -> 291, causal 270 -> 275; design.md 11b)
+                        # +3-10% (8192 301 -> 331 TFLOP/s, flash 350), causal +4-19% (8192 266 -> 316, flash 330).
+                        # At head dim 64 the XORs alone: +1-4% on 14 problems; the overlap lost 10-18% (design.md 11b)
                         head_knobs=((128, ((MMA_OVERLAP_KNOB, 1), (MMA_XOR_KNOB, 1))), (64, ((MMA_XOR_KNOB, 1),)))),
     )
 }
@@ -397,6 +388,13 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
     ops = [planner.Operand("K", (bn, head_dim), dtype), planner.Operand("V", (bn, head_dim), dtype)]
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
     fit = rec.fit(head_dim, facts.smem_per_block_optin, size, keys=bn)
-    return planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
-                        max_stages=max(1, fit), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
-                        costs=costs, memory=None, bandwidth=bandwidth)
+    # The overlapped loop (head_knobs' OVERLAP, at 3 or more stages) holds tile t + 1 landed while it folds tile t:
+    # STAGES - 2 tiles in flight, the plain loop's at one stage fewer. The ring's depth is planned, the stage added.
+    ahead = int(int(dict(rec.head_knobs_for(head_dim)).get(MMA_OVERLAP_KNOB, 0)) == 1 and fit >= 3)
+    p = planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
+                     max_stages=max(1, fit - ahead), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
+                     costs=costs, memory=None, bandwidth=bandwidth)
+    if ahead and p.recommended >= 2:
+        p.recommended += 1
+        p.reasons.append(f"{p.recommended} stages: the overlapped loop keeps the next tile's K and V beside those")
+    return p

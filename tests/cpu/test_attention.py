@@ -255,6 +255,20 @@ def test_kernels_and_stages_are_checked_against_the_device():
     assert att.configure(p, H200, kernel="mma", stages=1).stages == 1
 
 
+def test_the_mma_plan_adds_the_stage_the_overlapped_loop_holds():
+    """At head dim 128 the mma launch builds the overlapped loop at 3 or more stages, which keeps tile t + 1 landed
+    while it folds tile t: STAGES - 2 tiles in flight, the plain loop's at one stage fewer. plan_stages plans the
+    ring's depth and adds that stage, so a compute-bound tile that one tile in flight covers gets 3 stages at head dim
+    128 (2 at 64, the plain loop), and no pick there is 2 (the plain loop's build)."""
+    from asynccopy.attention_kernels import KERNELS, plan_stages
+
+    rec = KERNELS["mma"]
+    picks = {d: [plan_stages(rec, d, "bfloat16", H200, tile_ns=ns, memory=None).recommended
+                 for ns in (100, 400, 1000, 2000, 5000)] for d in (64, 128)}
+    assert picks[64][-1] == 2 and picks[128][-1] == 3, picks
+    assert 2 not in picks[128] and max(picks[128]) <= rec.fit(128, H200.smem_per_block_optin, 2), picks
+
+
 def test_the_mma_kernel_runs_causal_head_dim_128_as_two_blocks_an_sm_where_they_fit():
     """The record's knobs for a mask (mask_knobs): causal at head dim 128 the mma launch builds 64 queries a block
     with Q in shared memory of its own (a grid of twice the query tiles); without the mask, or at head dim 64, the
