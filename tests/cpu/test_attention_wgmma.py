@@ -160,7 +160,9 @@ def test_the_k_v_stage_plan_covers_a_loads_latency(name):
     rec = att.KERNELS[name]
     slow = plan_stages(rec, 128, "bfloat16", H200, tile_ns=4 * H200.latency_ns, memory=None)
     fast = plan_stages(rec, 64, "bfloat16", H200, tile_ns=H200.latency_ns / 4, memory=None)
-    assert slow.recommended == 2  # a tile's products outlast a load: double buffering is enough
+    # a tile's products outlast a load: double buffering is enough (one stage more for mma's overlapped loop at head
+    # dim 128, which holds the next tile's K and V beside the one in flight)
+    assert slow.recommended == (3 if name == "mma" else 2)
     assert 4 <= fast.recommended <= rec.fit(64, H200.smem_per_block_optin)
     # the plan's shared memory is the record's: what the kernel lays out, with Q's buffer where it has one
     assert slow.row(2).smem_per_block == AttentionConfig(name, "bfloat16", 128, 2, False).smem_bytes + rec.smem_reserve
