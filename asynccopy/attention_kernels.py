@@ -380,7 +380,8 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
                 causal: bool = False):
     """The pipeline model's plan (asynccopy.model.planner.Plan) for one stage of K and V (BN keys x head_dim
     each) per key tile, ``tile_ns`` of compute each (both products and the softmax of a block's queries),
-    one block per SM, with :func:`model_inputs`."""
+    one block per SM, with :func:`model_inputs`. For the overlapped loop its rows are the plain loop's depths (one
+    stage fewer than the build; ``recommended`` is the build's stage count)."""
     from .model import planner
 
     size = ITEMSIZE[dtype]
@@ -388,8 +389,7 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
     ops = [planner.Operand("K", (bn, head_dim), dtype), planner.Operand("V", (bn, head_dim), dtype)]
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
     fit = rec.fit(head_dim, facts.smem_per_block_optin, size, keys=bn)
-    # The overlapped loop (head_knobs' OVERLAP, at 3 or more stages) holds tile t + 1 landed while it folds tile t:
-    # STAGES - 2 tiles in flight, the plain loop's at one stage fewer. The ring's depth is planned, the stage added.
+    # The overlapped loop (OVERLAP, 3+ stages) keeps tile t + 1 landed as it folds tile t: STAGES - 2 in flight.
     ahead = int(int(dict(rec.head_knobs_for(head_dim)).get(MMA_OVERLAP_KNOB, 0)) == 1 and fit >= 3)
     p = planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                      max_stages=max(1, fit - ahead), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,

@@ -153,20 +153,20 @@ __device__ __forceinline__ void load_rows(unsigned char* tile, const T* g, long 
     constexpr int STEP = THREADS / CHUNKS;
     static_assert(THREADS % CHUNKS == 0 && STEP % 8 == 0, "a thread's copies 8k rows apart");
     const int row = static_cast<int>(threadIdx.x) / CHUNKS, chunk = static_cast<int>(threadIdx.x) % CHUNKS;
-    const T* src = g + static_cast<long long>(row0 + row) * ld + 8 * chunk;
+    const long long at = static_cast<long long>(row0 + row) * ld + 8 * chunk;  // copy 0's element offset
     unsigned char* dst = tile + swizzled<2 * D>(row, 16 * chunk);
     const long long step = STEP * ld;
     if (row0 + ROWS <= rows_n) {
 #pragma unroll
-        for (int j = 0; j < COPIES; ++j) ac::cp_async<16, true>(dst + j * STEP * 2 * D, src + j * step);
+        for (int j = 0; j < COPIES; ++j) ac::cp_async<16, true>(dst + j * STEP * 2 * D, g + (at + j * step));
         return;
     }
     // The same addresses with a bound (one base, not a precomputed address a copy: those would stay live across
-    // the key loop); a row past rows_n copies nothing from the head's base.
+    // the key loop); a row past rows_n copies nothing from the head's base (no pointer past the head is formed).
 #pragma unroll
     for (int j = 0; j < COPIES; ++j) {
         const bool inside = row0 + row + j * STEP < rows_n;
-        ac::cp_async<16, true>(dst + j * STEP * 2 * D, inside ? src + j * step : g, inside ? 16u : 0u);
+        ac::cp_async<16, true>(dst + j * STEP * 2 * D, inside ? g + (at + j * step) : g, inside ? 16u : 0u);
     }
 }
 

@@ -312,9 +312,9 @@ def _swizzled(row_bytes: int, row, col_byte):
 def _mma_load_rows(cp: CpAsync, tile: int, gmem, g: int, ld: int, row0: int, rows_n: int, d: int, rows: int,
                    threads: int) -> None:
     """.cu load_rows<T, D, ROWS>(tile, g, ld, row0, rows_n), every thread's copies at once: "row = threadIdx.x /
-    CHUNKS, chunk = threadIdx.x % CHUNKS; src = g + (row0 + row) * ld + 8 * chunk; dst = tile + swizzled<2 *
-    D>(row, 16 * chunk); step = STEP * ld", copy j "inside = row0 + row + j * STEP < rows_n; cp_async<16,
-    true>(dst + j * STEP * 2 * D, inside ? src + j * step : g, inside ? 16u : 0u)" (STEP = THREADS / CHUNKS, a
+    CHUNKS, chunk = threadIdx.x % CHUNKS; at = (row0 + row) * ld + 8 * chunk; dst = tile + swizzled<2 * D>(row, 16 *
+    chunk); step = STEP * ld", copy j "inside = row0 + row + j * STEP < rows_n; cp_async<16, true>(dst + j * STEP *
+    2 * D, inside ? g + (at + j * step) : g, inside ? 16u : 0u)" (STEP = THREADS / CHUNKS, a
     multiple of 8, so row + j STEP keeps the row's swizzle). ``gmem``: global memory as flat T bits; ``g``: the head's
     element offset in it."""
     chunks = d * 2 // 16
