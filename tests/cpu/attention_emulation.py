@@ -559,15 +559,24 @@ def _mma_block(a: dict, block: tuple[int, int, int], grid: tuple[int, int], d: i
         lse[((batch * grid_y + head) * q_len + row)[first]] = val[first]  # .cu "at = (batch * gridDim.y + head) * q_len + row"
 
 
+PAD_ROWS = 64  # layout "padded": NaN rows after each (batch, head)'s sequence
+
+
 def _memory(bits, layout: str):
     """A [b][h][s][D] tensor as flat global memory in ``layout`` ("bhsd", or "bshd": the transpose(1, 2) view
-    of a (batch, seq, heads, head_dim) array) and its (batch, head, seq) strides in elements."""
+    of a (batch, seq, heads, head_dim) array, or "padded": bhsd with PAD_ROWS rows of NaN bits (0xFFFF) after each
+    head's sequence, a strided view, so that a row read past the sequence instead of zero-filled poisons the
+    result) and its (batch, head, seq) strides in elements."""
     b, h, s, d = bits.shape
     if layout == "bhsd":
         return np.ascontiguousarray(bits).ravel(), (h * s * d, s * d, d)
     if layout == "bshd":
         return np.ascontiguousarray(bits.transpose(0, 2, 1, 3)).ravel(), (s * h * d, d, h * d)
-    raise ValueError(f"layout must be 'bhsd' or 'bshd', got {layout!r}")
+    if layout == "padded":
+        mem = np.full((b, h, s + PAD_ROWS, d), 0xFFFF, dtype=bits.dtype)
+        mem[:, :, :s] = bits
+        return mem.ravel(), (h * (s + PAD_ROWS) * d, (s + PAD_ROWS) * d, d)
+    raise ValueError(f"layout must be 'bhsd', 'bshd' or 'padded', got {layout!r}")
 
 
 def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stages: int = 3, *,
@@ -609,6 +618,8 @@ def emulate_mma(q, k, v, causal: bool = False, scale: float | None = None, stage
     b_, h_, s_ = a["o_sb"], a["o_sh"], a["o_ss"]
     idx = (np.arange(batch)[:, None, None, None] * b_ + np.arange(heads)[None, :, None, None] * h_
            + np.arange(q_len)[None, None, :, None] * s_ + np.arange(d))
+    if a["writes"].sum() != idx.size:  # every element of out once, nothing past it (a padded layout's NaN rows)
+        raise AssertionError(f"{int(a['writes'].sum())} output writes for {idx.size} elements")
     return a["out"][idx], a["lse"].reshape(batch, heads, q_len)
 
 

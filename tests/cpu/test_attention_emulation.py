@@ -95,6 +95,10 @@ MMA_CASES = [
     (2, 2, 1, 65, 130, 64, True, 1, "float16", -0.5, ("eager", "bshd", 1, False, 64)),
     (1, 1, 1, 129, 129, 64, True, 3, "bfloat16", None, ("late", "bhsd", 1, True, 64)),
     (1, 2, 1, 300, 250, 128, False, 2, "float16", None, ("eager", "bshd", 1, True, 64)),
+    # NaN rows after each head's sequence (a strided view): a row read past the sequence, not zero-filled, shows
+    (2, 2, 1, 130, 200, 64, False, 3, "bfloat16", None, ("late", "padded")),
+    (1, 2, 2, 77, 150, 128, True, 4, "float16", None, ("eager", "padded")),
+    (1, 1, 1, 200, 90, 128, False, 4, "bfloat16", None, ("late", "padded")),
 ]
 WGMMA_CASES = [
     (1, 1, 1, 1, 1, 64, False, 1, "float16", None, ("eager", ("producer", 0, 1), 96, "default")),
