@@ -390,7 +390,7 @@ def plan_stages(rec: AttentionKernel, head_dim: int, dtype: str, facts, *, tile_
     dev, costs, bandwidth = model_inputs(rec, head_dim, facts, memory)
     fit = rec.fit(head_dim, facts.smem_per_block_optin, size, keys=bn)
     # The overlapped loop (OVERLAP, 3+ stages) keeps tile t + 1 landed as it folds tile t: STAGES - 2 in flight.
-    ahead = int(int(dict(rec.head_knobs_for(head_dim)).get(MMA_OVERLAP_KNOB, 0)) == 1 and fit >= 3)
+    ahead = 1 if dict(rec.head_knobs_for(head_dim)).get(MMA_OVERLAP_KNOB) == 1 and fit >= 3 else 0
     p = planner.plan(ops, threads=rec.threads_for(head_dim), device=dev, compute_ns=tile_ns, blocks_per_sm=1,
                      max_stages=max(1, fit - ahead), static_smem=rec.static_bytes(head_dim, size) + rec.smem_reserve,
                      costs=costs, memory=None, bandwidth=bandwidth)
