@@ -10,8 +10,9 @@
 //             (x @ w.T with w row-major [n x k])
 // How: one block of 256 threads (128 with ASYNCCOPY_MMA_WARPS=4, below) per BM x BN output tile (a 1D grid of
 // exactly tiles_m * tiles_n blocks, visited in groups of GROUP_M tile-rows so that concurrently running
-// blocks share A and B tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a 64 x (BN / 4) piece of the tile: MI x NI
-// = 4 x 4 (BN = 128) or 4 x 8 (BN = 256) mma tiles of 16 x 8, MI * NI * 4 f32 accumulators per thread.
+// blocks share A and B tiles in L2). The 8 warps form a 2 x 4 grid; a warp owns a (BM / 2) x (BN / 4) piece of the tile:
+// MI x NI = 4 x 4 (128 x 128), 4 x 8 (128 x 256) or 6 x 8 (192 x 256: each fragment byte read from shared memory
+// serves more mma) tiles of 16 x 8, MI * NI * 4 f32 accumulators per thread.
 // k is walked in slices of BK = 64 through STAGES shared-memory stages (group_pipeline.cuh's protocol,
 // written out: this kernel has no trace buffer): the first STAGES - 1 slices are copied ahead; for
 // slice kt every thread waits for its own copies of it (wait_group<STAGES - 2>), a barrier makes
@@ -38,7 +39,7 @@
 //   B: B_MN = 0: [BN][BK]   (rows of 128 bytes)      B_MN = 1: [BK][BN]   (rows of 256 / 512 bytes)
 // always with the operand's global contiguous dimension contiguous, 16-byte chunks XOR-swizzled per
 // row (see swizzled() for why that is conflict-free for the copies and for ldmatrix).
-// Constraints: sm_80+; T bf16 or f16; BM = 128, BN = 128 or 256; m, n >= 1 (k = 0 stores zeros, though
+// Constraints: sm_80+; T bf16 or f16; BM x BN = 128 x 128, 128 x 256 or 192 x 256; m, n >= 1 (k = 0 stores zeros, though
 // asynccopy.gemm zeroes C itself then); the ALIGN the caller computed must hold for a, b, lda, ldb.
 // Run: asynccopy.gemm(a, b, kernel="mma") or `asynccopy bench gemm`.
 #include <asynccopy/gemm.cuh>
@@ -55,7 +56,13 @@ namespace {
 
 // Compile-time knobs (-D; asynccopy.matmul passes a configuration's `defines`), for measuring variants:
 //   ASYNCCOPY_MMA_BK          k per stage, 32 or 64 (default 64)
-//   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (default 1)
+//   ASYNCCOPY_MMA_FRAG_AHEAD  1: the next k16 step's fragments are loaded before this step's mma (2 (MI + NI / 2)
+//                             ldmatrix registers of two steps live); 0: each step's just before its mma; 2: row by
+//                             row, a step's B in two halves and A one row of mma ahead (24 registers at 96 x 64 a
+//                             warp, the loop Fragments::slice and the kernel's FRAG == 2 branch describe); -1
+//                             (default): 2 at BM = 192 (192 accumulators: two steps' fragments spill), else 1
+//   ASYNCCOPY_MMA_XOR         1: ldmatrix addresses as XORs of the lane's first one (Fragments::a_at); 0:
+//                             swizzled() at each; -1 (default): 1 at BM = 192 (whose hoisted addresses spilled), else 0
 //   ASYNCCOPY_MMA_UNROLL      bounded copies (a slice at the matrix's edge) per thread and slice up to which their
 //                             loop is unrolled; 0 (default): 8, 4 with 4 warps (whose 8 spilled in some layouts), and
 //                             1 (rolled) for 128 x 256 tiles under the early barrier, whose unrolled copies' hoisted
@@ -80,7 +87,7 @@ namespace {
 #define ASYNCCOPY_MMA_BK 64
 #endif
 #ifndef ASYNCCOPY_MMA_FRAG_AHEAD
-#define ASYNCCOPY_MMA_FRAG_AHEAD 1
+#define ASYNCCOPY_MMA_FRAG_AHEAD -1
 #endif
 #ifndef ASYNCCOPY_MMA_EARLY_SYNC
 #define ASYNCCOPY_MMA_EARLY_SYNC 1
@@ -90,6 +97,9 @@ namespace {
 #endif
 #ifndef ASYNCCOPY_MMA_UNROLL
 #define ASYNCCOPY_MMA_UNROLL 0
+#endif
+#ifndef ASYNCCOPY_MMA_XOR
+#define ASYNCCOPY_MMA_XOR -1
 #endif
 constexpr int BK = ASYNCCOPY_MMA_BK;  // k per stage: BK / 16 mma k16 steps
 static_assert(BK == 32 || BK == 64, "slices of 32 or 64 k");
@@ -273,17 +283,54 @@ struct Operand {
 //              (n +0, k +0), (n +0, k +8), (n +8, k +0), (n +8, k +8)
 // A K-major matrix's rows run along k (row r at mn + r), an MN-major one's along m / n (row r at k + r,
 // read with .trans): see mma.cuh for why either arrives as the fragment mma expects.
-template <class Tag, class OpA, class OpB, int MI, int NI>
+template <class Tag, class OpA, class OpB, int MI, int NI, int FRAG, bool XOR>
 struct Fragments {
     unsigned a[2][MI][4], b[2][NI][2];
     int a_mn, a_k, b_mn, b_k;
+
+    // ASYNCCOPY_MMA_XOR: every ldmatrix address of a slice from the lane's first one (a_lane, b_lane: the offsets of
+    // (a_mn, a_k), (b_mn, b_k)) by one XOR and an immediate. The swizzle XORs a row's chunk index with row % 8, and an
+    // 8x8 matrix's rows start at a multiple of 8, so row % 8 is the lane's r wherever the matrix sits; what moves
+    // is the chunk, by a step (K-major: 2 chunks a k16 step) or a 16-wide block (MN-major: 2 chunks a block), and
+    // it moves by an XOR where those chunk bits are clear in the lane's own (bits 5-6 of the byte offset: 32 a unit,
+    // four units at most, inside rows of whole 128-byte lines); the other coordinate adds whole rows. K-major with
+    // rows of 128 bytes (BK = 64); MN-major where the warp's piece is a power of two wide (its first chunk then
+    // has those bits clear). hide() makes the lane offsets opaque once a slice, so the compiler cannot hoist the
+    // slice's 8-12 addresses out of the k loop (at 192 x 256 they were spilled and reloaded, 43 LDL a slice).
+    static constexpr bool A_XOR = XOR && OpA::ROW_BYTES % 128 == 0 && (!OpA::MN || (MI & (MI - 1)) == 0);
+    static constexpr bool B_XOR = XOR && OpB::ROW_BYTES % 128 == 0 &&
+                                  (!OpB::MN || ((NI / 2) & (NI / 2 - 1)) == 0);
+    int a_lane = 0, b_lane = 0;
+
+    __device__ __forceinline__ void lanes()
+    {
+        a_lane = OpA::offset(a_mn, a_k);
+        b_lane = OpB::offset(b_mn, b_k);
+    }
+    __device__ __forceinline__ void hide()
+    {
+        if constexpr (A_XOR || B_XOR) asm volatile("" : "+r"(a_lane), "+r"(b_lane));
+    }
+    // Row mi (A) or block p (B) of step kk's fragments: its offset in the operand's tile.
+    __device__ __forceinline__ int a_at(int mi, int kk) const
+    {
+        if constexpr (!A_XOR) return OpA::offset(a_mn + 16 * mi, a_k + kk);
+        else if constexpr (OpA::MN) return (a_lane ^ (32 * mi)) + kk * OpA::ROW_BYTES;
+        else return (a_lane ^ (2 * kk)) + 16 * mi * OpA::ROW_BYTES;
+    }
+    __device__ __forceinline__ int b_at(int p, int kk) const
+    {
+        if constexpr (!B_XOR) return OpB::offset(b_mn + 16 * p, b_k + kk);
+        else if constexpr (OpB::MN) return (b_lane ^ (32 * p)) + kk * OpB::ROW_BYTES;
+        else return (b_lane ^ (2 * kk)) + 16 * p * OpB::ROW_BYTES;
+    }
 
     // Step kk's fragments (k offset kk inside the slice) of the stage at sa (A) and sb (B) into buffer buf.
     __device__ __forceinline__ void fetch(int buf, const unsigned char* sa, const unsigned char* sb, int kk)
     {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            const unsigned char* row = sa + OpA::offset(a_mn + 16 * mi, a_k + kk);
+            const unsigned char* row = sa + a_at(mi, kk);
             if constexpr (OpA::MN)
                 ac::ldmatrix_x4_trans(a[buf][mi], row);
             else
@@ -292,7 +339,7 @@ struct Fragments {
 #pragma unroll
         for (int p = 0; p < NI / 2; ++p) {
             unsigned f[4];
-            const unsigned char* row = sb + OpB::offset(b_mn + 16 * p, b_k + kk);
+            const unsigned char* row = sb + b_at(p, kk);
             if constexpr (OpB::MN)
                 ac::ldmatrix_x4_trans(f, row);
             else
@@ -313,11 +360,54 @@ struct Fragments {
             for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], a[buf][mi], b[buf][ni]);
     }
 
+    // Step kk's B fragments into buffer buf (half h: the n8 tiles [h NI / 2, (h + 1) NI / 2); -1: all), and A's row
+    // mi into dst.
+    __device__ __forceinline__ void fetch_b(int buf, const unsigned char* sb, int kk, int h = -1)
+    {
+#pragma unroll
+        for (int p = h < 0 ? 0 : h * NI / 4; p < (h < 0 ? NI / 2 : (h + 1) * NI / 4); ++p) {
+            unsigned f[4];
+            const unsigned char* row = sb + b_at(p, kk);
+            if constexpr (OpB::MN)
+                ac::ldmatrix_x4_trans(f, row);
+            else
+                ac::ldmatrix_x4(f, row);
+            b[buf][2 * p][0] = f[0];
+            b[buf][2 * p][1] = f[1];
+            b[buf][2 * p + 1][0] = f[2];
+            b[buf][2 * p + 1][1] = f[3];
+        }
+    }
+    __device__ __forceinline__ void fetch_a(unsigned (&dst)[4], int mi, const unsigned char* sa, int kk) const
+    {
+        const unsigned char* row = sa + a_at(mi, kk);
+        if constexpr (OpA::MN)
+            ac::ldmatrix_x4_trans(dst, row);
+        else
+            ac::ldmatrix_x4(dst, row);
+    }
+
     // One whole slice (BK k) of the stage at sa, sb.
     __device__ __forceinline__ void slice(float (&acc)[MI][NI][4], const unsigned char* sa, const unsigned char* sb)
     {
         constexpr int STEPS = BK / 16;
-        constexpr bool AHEAD = ASYNCCOPY_MMA_FRAG_AHEAD != 0;
+        if constexpr (FRAG == 2) {
+            // Row by row: a step's B fragments, then each A row loaded one row ahead of its NI mma (24 fragment
+            // registers live, not 2 x (4 MI + 2 NI)).
+#pragma unroll
+            for (int step = 0; step < STEPS; ++step) {
+                fetch_b(0, sb, 16 * step);
+                fetch_a(a[0][0], 0, sa, 16 * step);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    if (mi + 1 < MI) fetch_a(a[(mi + 1) & 1][0], mi + 1, sa, 16 * step);
+#pragma unroll
+                    for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], a[mi & 1][0], b[0][ni]);
+                }
+            }
+            return;
+        }
+        constexpr bool AHEAD = FRAG != 0;
         if (AHEAD) fetch(0, sa, sb, 0);
 #pragma unroll
         for (int step = 0; step < STEPS; ++step) {
@@ -335,7 +425,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     gemm_mma(const T* __restrict__ a, long long lda, const T* __restrict__ b, long long ldb,
              OutT* __restrict__ c, long long ldc, int m, int n, int k)
 {
-    static_assert(BM == 128 && (BN == 128 || BN == 256), "tiles of 128 x 128 or 128 x 256");
+    static_assert(BM == 128 && (BN == 128 || BN == 256) || BM == 192 && BN == 256, "tiles of 128 x 128, 128 x 256, 192 x 256");
     static_assert(ALIGN == 16 || ALIGN == 8 || ALIGN == 4 || ALIGN == 2, "ALIGN is 16, 8, 4 or 2 bytes");
     static_assert(STAGES >= 1, "a pipeline has at least one stage");
     using Tag = typename ac::MmaType<T>::tag;
@@ -364,11 +454,16 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
     const int mat = lane / 8, r = lane % 8;  // this lane addresses row r of ldmatrix matrix `mat`
-    Fragments<Tag, OpA, OpB, MI, NI> fr;
+    // The fragments' schedule and addresses (the knobs; by default rows one ahead with XOR addresses at BM = 192,
+    // whose step-wise double buffer spills beside 192 accumulators, and steps one ahead elsewhere)
+    constexpr int FRAG = ASYNCCOPY_MMA_FRAG_AHEAD >= 0 ? ASYNCCOPY_MMA_FRAG_AHEAD : BM == 192 ? 2 : 1;
+    constexpr bool XOR = ASYNCCOPY_MMA_XOR >= 0 ? ASYNCCOPY_MMA_XOR != 0 : BM == 192;
+    Fragments<Tag, OpA, OpB, MI, NI, FRAG, XOR> fr;
     fr.a_mn = wm * WM + 8 * (mat & 1) + (A_MN ? 0 : r);
     fr.a_k = 8 * (mat >> 1) + (A_MN ? r : 0);
     fr.b_mn = wn * WN + 8 * (mat >> 1) + (B_MN ? 0 : r);
     fr.b_k = 8 * (mat & 1) + (B_MN ? r : 0);
+    fr.lanes();
 
     float acc[MI][NI][4];
 #pragma unroll
@@ -382,6 +477,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     if constexpr (STAGES == 1) {
 #pragma unroll 1
         for (int kt = 0; kt < slices; ++kt) {
+            fr.hide();
             opa.load(smem, kt);
             opb.load(smem + OpA::TILE_BYTES, kt);
             if constexpr (ASYNC) {
@@ -402,6 +498,80 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             if constexpr (ASYNC) ac::commit_group();  // one group per slice index, empty past the last
         }
 #if ASYNCCOPY_MMA_EARLY_SYNC
+      if constexpr (FRAG == 2) {
+        // Fragments row by row under the early barrier: a step's B fragments (2 NI registers, in two halves) and
+        // A's rows one ahead (two rows of 4 registers), so that 192 x 256 tiles (96 x 64 a warp, 192
+        // accumulators) fit without spilling. Each load goes out half a row of mma before its first use: A's
+        // row mi + 1 before row mi's mma, and the next step's B halves and first A row inside the last row,
+        // around its second half's mma. The slice's barrier sits in its last row, after the first half's mma:
+        // by then every fragment of the slice is in registers (or on its way), as with the step-wise loop.
+        constexpr int STEPS = BK / 16;
+        static_assert(MI % 2 == 0 && NI % 4 == 0, "rows in pairs (the A buffer's parity), B in two halves of pairs");
+        if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+        __syncthreads();
+        fr.fetch_b(0, smem + OpA::TILE_BYTES, 0, 0);
+        fr.fetch_b(0, smem + OpA::TILE_BYTES, 0, 1);
+        fr.fetch_a(fr.a[0][0], 0, smem, 0);
+#pragma unroll 1
+        for (int kt = 0; kt < slices; ++kt) {
+            fr.hide();
+            const unsigned char* stage = smem + ac::stage_of<STAGES>(kt) * STAGE_BYTES;
+            const int next = kt + STAGES - 1;
+            unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
+#pragma unroll
+            for (int step = 0; step < STEPS; ++step) {
+                constexpr int B_STEP = ASYNCCOPY_MMA_SPLIT_COPIES ? 1 : 0;
+                if (step == 0 || step == B_STEP) {
+                    if (next < slices) {
+                        if constexpr (ASYNC) {
+                            if (step == 0) opa.copy_async(refill, next);
+                            if (step == B_STEP) opb.copy_async(refill + OpA::TILE_BYTES, next);
+                        } else {
+                            if (step == 0) opa.fetch(next);
+                            if (step == B_STEP) opb.fetch(next);
+                        }
+                    }
+                    if constexpr (ASYNC)
+                        if (step == B_STEP) ac::commit_group();  // converged, in every thread (see below)
+                }
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    const unsigned (&af)[4] = fr.a[mi & 1][0];
+                    if (mi + 1 < MI) {
+                        fr.fetch_a(fr.a[(mi + 1) & 1][0], mi + 1, stage, 16 * step);
+#pragma unroll
+                        for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                        continue;
+                    }
+#pragma unroll
+                    for (int ni = 0; ni < NI / 2; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                    const unsigned char* ns = stage;  // where the next step's fragments are, and its k
+                    int nk = 16 * (step + 1);
+                    bool more = true;
+                    if (step + 1 == STEPS) {
+                        if constexpr (!ASYNC) {
+                            if (next < slices) {
+                                opa.store(refill);
+                                opb.store(refill + OpA::TILE_BYTES);
+                            }
+                        }
+                        if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+                        __syncthreads();
+                        ns = smem + ac::stage_of<STAGES>(kt + 1) * STAGE_BYTES;
+                        nk = 0;
+                        more = kt + 1 < slices;
+                    }
+                    if (more) {
+                        fr.fetch_b(0, ns + OpA::TILE_BYTES, nk, 0);
+                        fr.fetch_a(fr.a[0][0], 0, ns, nk);
+                    }
+#pragma unroll
+                    for (int ni = NI / 2; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                    if (more) fr.fetch_b(0, ns + OpA::TILE_BYTES, nk, 1);
+                }
+            }
+        }
+      } else {
         // The wait and the barrier for slice kt + 1 sit inside slice kt, after its last step's fragments are in
         // registers and before that step's mma: past the barrier each warp issues slice kt + 1's first ldmatrix
         // and then the last step's MI * NI mma, which cover the ldmatrix latency, so the tensor pipe idles only
@@ -415,6 +585,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
         fr.fetch(0, smem, smem + OpA::TILE_BYTES, 0);
 #pragma unroll 1
         for (int kt = 0; kt < slices; ++kt) {
+            fr.hide();
             const unsigned char* stage = smem + ac::stage_of<STAGES>(kt) * STAGE_BYTES;
             const int next = kt + STAGES - 1;  // the slice the copies of this one's first step bring in
             unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;  // slice kt - 1's stage
@@ -461,9 +632,11 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                 fr.mma(acc, step & 1);
             }
         }
+      }
 #else
 #pragma unroll 1
         for (int kt = 0; kt < slices; ++kt) {
+            fr.hide();
             // Groups committed so far: one per slice 0 .. kt + STAGES - 2; all but the newest STAGES - 2
             // landed means slice kt's did.
             if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
