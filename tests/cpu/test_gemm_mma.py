@@ -146,3 +146,24 @@ def test_the_four_warp_variant_builds_for_two_blocks_an_sm(arch, a_mn, b_mn, ali
     # and their stages: 3 of 32 KiB twice on an H200 (228 KiB an SM), 2 on an A100 (164 KiB)
     assert 2 * (cfg.smem_bytes + cfg.record.smem_reserve) <= device.lookup("H200").smem_per_sm
     assert 2 * (replace(cfg, stages=2).smem_bytes + cfg.record.smem_reserve) <= A100.smem_per_sm
+
+
+@pytest.mark.parametrize("a_mn, b_mn", MAJORS)
+@pytest.mark.parametrize("tile, knobs", [((192, 256), ()), ((128, 256), (("ASYNCCOPY_MMA_FRAG_AHEAD", 2),
+                                                                         ("ASYNCCOPY_MMA_XOR", 1)))])
+def test_fragments_row_by_row_build_without_spill(a_mn, b_mn, tile, knobs):
+    """96 x 64 warp pieces (192 accumulators a thread) fit beside fragments loaded row by row (B a step, A one row
+    ahead) with XOR addresses, the 192-row tile's defaults; the k loop issues every mma and ldmatrix of a slice
+    once (4 k16 steps: MI * NI mma and MI + NI / 2 ldmatrix .x4 each) and reloads nothing from the stack."""
+    cfg = GemmConfig("mma", "bfloat16", "bfloat16", tile, 4 if a_mn else 3, a_mn, b_mn, 16, defines=knobs)
+    module = cfg.compile("sm_90a")
+    usage = build.disassemble(module.cubin, what="--dump-resource-usage")
+    assert re.search(r"LOCAL:0\b", usage) and re.search(r"STACK:0\b", usage), usage
+    mi, ni = tile[0] // 2 // 16, tile[1] // 4 // 8
+    loops = build.innermost_loops(module.sass(), ("HMMA",))
+    assert len(loops) == 1, len(loops)
+    ops = [op.split()[0] if not op.startswith("@") else op.split()[1] for op in loops[0]]
+    assert sum(op.startswith("HMMA") for op in ops) == 4 * mi * ni
+    assert sum(op.startswith("LDSM") for op in ops) == 4 * (mi + ni // 2)
+    assert not any(op.startswith("LDL") for op in ops)
+    assert cfg.smem_bytes + cfg.record.smem_reserve <= device.lookup("H200").smem_per_block_optin
