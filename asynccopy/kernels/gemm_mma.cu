@@ -418,6 +418,29 @@ struct Fragments {
     }
 };
 
+// Under the early barrier, k16 step `step`'s share of the copies of slice `next` into `refill` (its stage): A's at
+// step 0, B's at B_STEP, and the slice's one commit there.
+template <bool ASYNC, class OpA, class OpB>
+__device__ __forceinline__ void refill_copies(OpA& opa, OpB& opb, int step, int next, int slices, unsigned char* refill)
+{
+    constexpr int B_STEP = ASYNCCOPY_MMA_SPLIT_COPIES ? 1 : 0;  // the step that copies B (A: step 0)
+    if (step == 0 || step == B_STEP) {
+        if (next < slices) {
+            if constexpr (ASYNC) {
+                if (step == 0) opa.copy_async(refill, next);
+                if (step == B_STEP) opb.copy_async(refill + OpA::TILE_BYTES, next);
+            } else {
+                if (step == 0) opa.fetch(next);
+                if (step == B_STEP) opb.fetch(next);
+            }
+        }
+        // Reached by every thread, converged, whether or not it copied: cp.async groups are counted per thread, and
+        // the waits need exactly one group per slice index in every thread.
+        if constexpr (ASYNC)
+            if (step == B_STEP) ac::commit_group();
+    }
+}
+
 }  // namespace
 
 template <class T, class OutT, int BM, int BN, int STAGES, int A_MN, int B_MN, int ALIGN>
@@ -520,20 +543,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             unsigned char* refill = smem + ac::stage_of<STAGES>(next) * STAGE_BYTES;
 #pragma unroll
             for (int step = 0; step < STEPS; ++step) {
-                constexpr int B_STEP = ASYNCCOPY_MMA_SPLIT_COPIES ? 1 : 0;
-                if (step == 0 || step == B_STEP) {
-                    if (next < slices) {
-                        if constexpr (ASYNC) {
-                            if (step == 0) opa.copy_async(refill, next);
-                            if (step == B_STEP) opb.copy_async(refill + OpA::TILE_BYTES, next);
-                        } else {
-                            if (step == 0) opa.fetch(next);
-                            if (step == B_STEP) opb.fetch(next);
-                        }
-                    }
-                    if constexpr (ASYNC)
-                        if (step == B_STEP) ac::commit_group();  // converged, in every thread (see below)
-                }
+                refill_copies<ASYNC>(opa, opb, step, next, slices, refill);
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
                     const unsigned (&af)[4] = fr.a[mi & 1][0];
@@ -593,22 +603,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
             for (int step = 0; step < STEPS; ++step) {
                 // First the copies (before the next fragments, so that their addresses and one step's fragments
                 // are all that is live beside the accumulators), then step + 1's fragments, then step's mma.
-                constexpr int B_STEP = ASYNCCOPY_MMA_SPLIT_COPIES ? 1 : 0;  // the step that copies B (A: step 0)
-                if (step == 0 || step == B_STEP) {
-                    if (next < slices) {
-                        if constexpr (ASYNC) {
-                            if (step == 0) opa.copy_async(refill, next);
-                            if (step == B_STEP) opb.copy_async(refill + OpA::TILE_BYTES, next);
-                        } else {
-                            if (step == 0) opa.fetch(next);
-                            if (step == B_STEP) opb.fetch(next);
-                        }
-                    }
-                    // Reached by every thread, converged, whether or not it copied: cp.async groups are
-                    // counted per thread, and the waits need exactly one group per slice index in every thread.
-                    if constexpr (ASYNC)
-                        if (step == B_STEP) ac::commit_group();
-                }
+                refill_copies<ASYNC>(opa, opb, step, next, slices, refill);
                 if (step + 1 < STEPS) {
                     fr.fetch((step + 1) & 1, stage, stage + OpA::TILE_BYTES, 16 * (step + 1));
                 } else {
