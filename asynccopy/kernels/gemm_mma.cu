@@ -329,26 +329,16 @@ struct Fragments {
     __device__ __forceinline__ void fetch(int buf, const unsigned char* sa, const unsigned char* sb, int kk)
     {
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-            const unsigned char* row = sa + a_at(mi, kk);
-            if constexpr (OpA::MN)
-                ac::ldmatrix_x4_trans(a[buf][mi], row);
-            else
-                ac::ldmatrix_x4(a[buf][mi], row);
-        }
+        for (int mi = 0; mi < MI; ++mi) fetch_a(a[buf][mi], mi, sa, kk);
+        fetch_b(buf, sb, kk);
+    }
+
+    // Row mi's products with the n8 tiles [n0, n1), A's fragment af, B's from buffer 0 (the row-by-row schedule).
+    __device__ __forceinline__ void mma_row(float (&acc)[MI][NI][4], int mi, const unsigned (&af)[4], int n0,
+                                            int n1) const
+    {
 #pragma unroll
-        for (int p = 0; p < NI / 2; ++p) {
-            unsigned f[4];
-            const unsigned char* row = sb + b_at(p, kk);
-            if constexpr (OpB::MN)
-                ac::ldmatrix_x4_trans(f, row);
-            else
-                ac::ldmatrix_x4(f, row);
-            b[buf][2 * p][0] = f[0];
-            b[buf][2 * p][1] = f[1];
-            b[buf][2 * p + 1][0] = f[2];
-            b[buf][2 * p + 1][1] = f[3];
-        }
+        for (int ni = n0; ni < n1; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, b[0][ni]);
     }
 
     // The MI * NI products of the step in buffer buf.
@@ -360,8 +350,7 @@ struct Fragments {
             for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], a[buf][mi], b[buf][ni]);
     }
 
-    // Step kk's B fragments into buffer buf (half h: the n8 tiles [h NI / 2, (h + 1) NI / 2); -1: all), and A's row
-    // mi into dst.
+    // Step kk's B fragments into buffer buf (half h: the n8 tiles [h NI / 2, (h + 1) NI / 2); -1: all).
     __device__ __forceinline__ void fetch_b(int buf, const unsigned char* sb, int kk, int h = -1)
     {
 #pragma unroll
@@ -378,6 +367,7 @@ struct Fragments {
             b[buf][2 * p + 1][1] = f[3];
         }
     }
+    // Step kk's A fragment of row mi into dst.
     __device__ __forceinline__ void fetch_a(unsigned (&dst)[4], int mi, const unsigned char* sa, int kk) const
     {
         const unsigned char* row = sa + a_at(mi, kk);
@@ -401,8 +391,7 @@ struct Fragments {
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
                     if (mi + 1 < MI) fetch_a(a[(mi + 1) & 1][0], mi + 1, sa, 16 * step);
-#pragma unroll
-                    for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], a[mi & 1][0], b[0][ni]);
+                    mma_row(acc, mi, a[mi & 1][0], 0, NI);
                 }
             }
             return;
@@ -439,6 +428,24 @@ __device__ __forceinline__ void refill_copies(OpA& opa, OpB& opb, int step, int 
         if constexpr (ASYNC)
             if (step == B_STEP) ac::commit_group();
     }
+}
+
+// Under the early barrier, the end of slice kt's reads and the start of slice kt + 1's: the staged registers (ALIGN 2)
+// into slice kt - 1's stage, read by no warp until slice `next` (this barrier or a later one publishes them); then
+// this thread's copies of slice kt + 1 (groups committed: one per slice 0 .. kt + STAGES - 1, so all but the newest
+// STAGES - 2 landed means slice kt + 1's did), and the barrier that makes everyone's visible and proves slice kt's
+// stage read.
+template <bool ASYNC, int STAGES, class OpA, class OpB>
+__device__ __forceinline__ void slice_handoff(OpA& opa, OpB& opb, int next, int slices, unsigned char* refill)
+{
+    if constexpr (!ASYNC) {
+        if (next < slices) {
+            opa.store(refill);
+            opb.store(refill + OpA::TILE_BYTES);
+        }
+    }
+    if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
+    __syncthreads();
 }
 
 }  // namespace
@@ -549,24 +556,15 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                     const unsigned (&af)[4] = fr.a[mi & 1][0];
                     if (mi + 1 < MI) {
                         fr.fetch_a(fr.a[(mi + 1) & 1][0], mi + 1, stage, 16 * step);
-#pragma unroll
-                        for (int ni = 0; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                        fr.mma_row(acc, mi, af, 0, NI);
                         continue;
                     }
-#pragma unroll
-                    for (int ni = 0; ni < NI / 2; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                    fr.mma_row(acc, mi, af, 0, NI / 2);
                     const unsigned char* ns = stage;  // where the next step's fragments are, and its k
                     int nk = 16 * (step + 1);
                     bool more = true;
                     if (step + 1 == STEPS) {
-                        if constexpr (!ASYNC) {
-                            if (next < slices) {
-                                opa.store(refill);
-                                opb.store(refill + OpA::TILE_BYTES);
-                            }
-                        }
-                        if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
-                        __syncthreads();
+                        slice_handoff<ASYNC, STAGES>(opa, opb, next, slices, refill);
                         ns = smem + ac::stage_of<STAGES>(kt + 1) * STAGE_BYTES;
                         nk = 0;
                         more = kt + 1 < slices;
@@ -575,8 +573,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                         fr.fetch_b(0, ns + OpA::TILE_BYTES, nk, 0);
                         fr.fetch_a(fr.a[0][0], 0, ns, nk);
                     }
-#pragma unroll
-                    for (int ni = NI / 2; ni < NI; ++ni) ac::mma_m16n8k16<Tag>(acc[mi][ni], af, fr.b[0][ni]);
+                    fr.mma_row(acc, mi, af, NI / 2, NI);
                     if (more) fr.fetch_b(0, ns + OpA::TILE_BYTES, nk, 1);
                 }
             }
@@ -607,18 +604,7 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
                 if (step + 1 < STEPS) {
                     fr.fetch((step + 1) & 1, stage, stage + OpA::TILE_BYTES, 16 * (step + 1));
                 } else {
-                    if constexpr (!ASYNC) {
-                        // The registers into slice kt - 1's stage, read by no warp until slice `next`; the
-                        // barrier below (or a later one) publishes them before that slice is read.
-                        if (next < slices) {
-                            opa.store(refill);
-                            opb.store(refill + OpA::TILE_BYTES);
-                        }
-                    }
-                    // Groups committed: one per slice 0 .. kt + STAGES - 1; all but the newest STAGES - 2
-                    // landed means slice kt + 1's did.
-                    if constexpr (ASYNC) ac::wait_group<STAGES - 2>();
-                    __syncthreads();
+                    slice_handoff<ASYNC, STAGES>(opa, opb, next, slices, refill);
                     if (kt + 1 < slices) {
                         const unsigned char* after = smem + ac::stage_of<STAGES>(kt + 1) * STAGE_BYTES;
                         fr.fetch(0, after, after + OpA::TILE_BYTES, 0);
